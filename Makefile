@@ -1,0 +1,54 @@
+# gpuwatch: every target does its own set-up on a fresh Debian machine with Python 3.11.
+#   make run    virtualenv, install, run the daemon on the embedded SQLite default
+#   make test   virtualenv, install, fake NVML library, throwaway PostgreSQL (and, as root,
+#               Debian's prometheus + prometheus-alertmanager), the whole suite on both databases
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+FAKENVML := build/fakenvml/libnvidia-ml.so.1
+
+.PHONY: venv run test check lint typecheck bench prometheus-tools clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+$(FAKENVML): tests/fakenvml/fakenvml.c tests/fakenvml/build.py $(STAMP)
+	$(PY) -m tests.fakenvml.build build/fakenvml
+
+run: $(STAMP)
+	$(VENV)/bin/gpuwatch run $(if $(CONFIG),--config $(CONFIG))
+
+# Debian's promtool and alertmanager make some tests real; installed only when we are root
+# (CI and the dev machines are), otherwise those tests skip with a visible reason.
+prometheus-tools:
+	@if command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then :; \
+	elif [ "$$(id -u)" -eq 0 ]; then \
+		echo "installing Debian's prometheus and prometheus-alertmanager"; \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends prometheus prometheus-alertmanager >/dev/null; \
+	else echo "not root: promtool/alertmanager tests will be skipped"; fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check agent collectors alerts migrations tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+check: lint typecheck
+
+test: $(STAMP) $(FAKENVML) prometheus-tools check
+	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
+		scripts/with-postgres scripts/pytest-strict $(PYTEST_ARGS)
+
+bench: $(STAMP) $(FAKENVML)
+	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py
+
+clean:
+	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

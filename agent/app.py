@@ -1,0 +1,74 @@
+"""Wiring: from a Config to the collectors, the runner and the store, and one tick over them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from agent.config import Config
+from agent.db import open_database
+from agent.runner import CollectorRunner, Round
+from agent.store import Store
+from collectors.base import Collector
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_collectors(config: Config) -> list[Collector]:
+    """The enabled collectors, in the order they run each tick."""
+    collectors: list[Collector] = []
+    if config.collectors.nvml.enabled:
+        from collectors.nvml import NvmlCollector  # imports pynvml, which needs no GPU to import
+
+        collectors.append(NvmlCollector(host=config.host))
+    return collectors
+
+
+@dataclass
+class App:
+    """What one daemon (or one `collect --once`) works with."""
+
+    config: Config
+    engine: Engine
+    store: Store
+    runner: CollectorRunner
+
+    @classmethod
+    def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
+        """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
+        engine = open_database(config.database_url)
+        chosen = build_collectors(config) if collectors is None else collectors
+        return cls(config, engine, Store(engine, config.host), CollectorRunner(config.host, chosen))
+
+    def tick(self, now: datetime) -> Round:
+        """Collect once and store the round in one transaction.
+
+        A failed write is logged and the round still returned (and exposed): the database being
+        briefly unavailable must not blind /metrics, and the next tick writes again.
+        """
+        round_ = self.runner.run(now)
+        try:
+            self.store.write_round(round_)
+        except SQLAlchemyError as exc:
+            log.error("storing the round of %s failed: %s", now.isoformat(), _brief(exc))
+        return round_
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _brief(exc: SQLAlchemyError) -> str:
+    # SQLAlchemy's str() appends the full SQL and parameters; the first line is the cause.
+    cause = getattr(exc, "orig", None) or exc
+    return (str(cause).splitlines() or [type(cause).__name__])[0]

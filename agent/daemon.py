@@ -1,0 +1,161 @@
+"""`gpuwatch run`: the collection tick on APScheduler 3.x, /metrics, and signal handling.
+
+- A tick every ``daemon.interval_seconds``; one at a time, and missed runs coalesced, because a
+  slow tick must not pile up behind itself on a busy GPU box.
+- SIGTERM/SIGINT: the running tick finishes, the database is flushed, exit 0 (well within 5 s).
+- SIGHUP: the config is re-read; an invalid one is logged and the old one kept.
+- systemd: READY=1 once serving, WATCHDOG=1 after every tick (Type=notify, WatchdogSec).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass, field
+from types import FrameType
+from wsgiref.simple_server import WSGIServer
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import start_http_server
+from prometheus_client.process_collector import ProcessCollector
+
+from agent.app import App, Clock, utc_now
+from agent.config import Config, load_config, parse_listen
+from agent.exposition import LatestRoundCollector, make_registry
+from agent.sdnotify import SdNotifier
+
+log = logging.getLogger(__name__)
+
+JOB_ID = "collect"
+
+
+@dataclass
+class MetricsServer:
+    """The /metrics listener; restarted only when the configured address changes."""
+
+    listen: str
+    latest: LatestRoundCollector
+    _server: WSGIServer | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        address = parse_listen(self.listen) if self.listen else None
+        if address is None:
+            return
+        registry = make_registry(self.latest)
+        ProcessCollector(registry=registry)  # the daemon's own RSS and CPU, for the guest budget
+        self._server, self._thread = start_http_server(address[1], addr=address[0], registry=registry)
+        log.info("serving /metrics on http://%s/metrics", self.listen)
+
+    @property
+    def port(self) -> int | None:
+        return self._server.server_port if self._server else None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+@dataclass
+class Daemon:
+    """The running agent. ``clock`` is injectable; the scheduler itself runs on real time."""
+
+    config_path: str | None
+    config: Config
+    clock: Clock = utc_now
+    notifier: SdNotifier = field(default_factory=SdNotifier.from_env)
+    app: App = field(init=False)
+    latest: LatestRoundCollector = field(default_factory=LatestRoundCollector)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _reload: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.app = App.open(self.config)
+        self.metrics = MetricsServer(self.config.daemon.metrics_listen, self.latest)
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+
+    def tick(self) -> None:
+        """One scheduled tick; never raises (APScheduler would only log it anyway)."""
+        with self._lock:  # a reload swaps the App; never mid-tick
+            try:
+                self.latest.update(self.app.tick(self.clock()))
+            except Exception:
+                log.exception("tick failed")
+        self.notifier.watchdog()
+
+    def serve(self) -> int:
+        """Run until SIGTERM/SIGINT; returns the process exit code."""
+        self._install_signals()
+        self.metrics.start()
+        interval = self.config.daemon.interval_seconds
+        self.scheduler.add_job(
+            self.tick, "interval", seconds=interval, id=JOB_ID, max_instances=1, coalesce=True,
+            misfire_grace_time=max(1, int(interval)), next_run_time=self.clock(),
+        )
+        self.scheduler.start()
+        self.notifier.ready()
+        log.info("gpuwatch started: host %s, %d collector(s), every %gs, config from %s",
+                 self.config.host, len(self.app.runner.collectors), interval, self.config.source)
+        while not self._stop.is_set():
+            self._stop.wait(timeout=1.0)
+            if self._reload.is_set():
+                self._reload.clear()
+                self.reload()
+        return self.shutdown()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def shutdown(self) -> int:
+        self.notifier.stopping()
+        # wait=True lets a running tick finish and commit its transaction before we exit.
+        self.scheduler.shutdown(wait=True)
+        self.metrics.stop()
+        self.app.close()
+        log.info("gpuwatch stopped")
+        return 0
+
+    def reload(self) -> bool:
+        """Re-read the config; keep the old one (and say why) when the new one is invalid."""
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+            new_app = App.open(new)
+        except Exception as exc:  # a bad file, a database gone: the running config stays
+            log.error("reload failed, keeping the previous configuration: %s", exc)
+            self.notifier.ready()
+            return False
+        with self._lock:
+            old_app, self.app, self.config = self.app, new_app, new
+        old_app.close()
+        self._apply_listen(new.daemon.metrics_listen)
+        self._apply_interval(new.daemon.interval_seconds)
+        log.info("configuration reloaded from %s", new.source)
+        self.notifier.ready()
+        return True
+
+    def _apply_listen(self, listen: str) -> None:
+        if listen != self.metrics.listen:
+            self.metrics.stop()
+            self.metrics = MetricsServer(listen, self.latest)
+            self.metrics.start()
+
+    def _apply_interval(self, interval: float) -> None:
+        if self.scheduler.running:
+            self.scheduler.reschedule_job(JOB_ID, trigger="interval", seconds=interval)
+
+    def _install_signals(self) -> None:
+        def on_stop(signum: int, _frame: FrameType | None) -> None:
+            log.info("received %s, stopping", signal.Signals(signum).name)
+            self._stop.set()
+
+        def on_hup(_signum: int, _frame: FrameType | None) -> None:
+            self._reload.set()  # handled on the main loop, not inside the signal handler
+
+        signal.signal(signal.SIGTERM, on_stop)
+        signal.signal(signal.SIGINT, on_stop)
+        signal.signal(signal.SIGHUP, on_hup)

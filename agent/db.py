@@ -1,0 +1,86 @@
+"""Opening the database: the embedded SQLite default or a PostgreSQL fleet store.
+
+SQLite is created private (0600, in a 0700 folder), in WAL mode so that a reader (the CLI, a
+report) never blocks the daemon's writes, and upgraded to the newest schema on first start.
+PostgreSQL is shared by many daemons, so its schema is only ever upgraded on purpose
+(`gpuwatch db upgrade`); a daemon refuses to start on an outdated one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import create_engine as sa_create_engine
+
+from migrations.runner import assert_at_head, upgrade_to_head
+
+log = logging.getLogger(__name__)
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL, or None for an in-memory database."""
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        return None
+    return Path(database)
+
+
+def create_engine(url: str) -> Engine:
+    """An engine for ``url``; a SQLite file is created private and switched to WAL."""
+    if not is_sqlite(url):
+        return sa_create_engine(url, pool_pre_ping=True)
+    path = sqlite_path(url)
+    if path is not None:
+        _create_private_file(path)
+    engine = sa_create_engine(url, connect_args={"timeout": 30})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _create_private_file(path: Path) -> None:
+    # Created before SQLite opens it, so the file never exists with looser permissions;
+    # SQLite gives the -wal and -shm files the same mode as the database file.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    if path.stat().st_mode & 0o077:
+        log.warning("database %s is readable by other users; tightening it to 0600", path)
+        path.chmod(0o600)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL keeps it consistent
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def open_database(url: str) -> Engine:
+    """An engine whose schema is at the head: SQLite is upgraded, PostgreSQL only checked.
+
+    Raises:
+        migrations.runner.SchemaError: PostgreSQL (or a newer SQLite) is not at this version's head.
+    """
+    engine = create_engine(url)
+    if is_sqlite(url):
+        before, after = upgrade_to_head(engine)
+        if before != after:
+            log.info("database %s upgraded from %s to %s", _safe(url), before or "empty", after)
+    else:
+        assert_at_head(engine)
+    return engine
+
+
+def _safe(url: str) -> str:
+    """The URL with any password hidden, for logs and errors."""
+    return make_url(url).render_as_string(hide_password=True)

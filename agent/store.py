@@ -1,0 +1,121 @@
+"""Reads and writes over ``migrations.schema``; the only module that issues SQL.
+
+A round is written in one transaction with batched inserts: a tick never leaves half its
+samples behind, and a failed write loses nothing that was stored before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agent.runner import Round
+from collectors.base import Sample
+from migrations.schema import collector_runs, samples, series
+
+SeriesKey = tuple[str, str]  # (metric, canonical labels JSON)
+
+
+def labels_json(labels: Mapping[str, str]) -> str:
+    """Canonical JSON of a label set: the stored identity of a series."""
+    return json.dumps(dict(labels), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSample:
+    metric: str
+    labels: dict[str, str]
+    ts: datetime
+    value: float
+
+
+class Store:
+    """Storage for one host's rounds, with a cache of series ids (they never change)."""
+
+    def __init__(self, engine: Engine, host: str) -> None:
+        self.engine = engine
+        self.host = host
+        self._series_ids: dict[SeriesKey, int] = {}
+
+    def write_round(self, round_: Round) -> int:
+        """Store every sample and collector run of ``round_`` in one transaction; returns rows."""
+        tagged = round_.tagged_samples()
+        with self.engine.begin() as conn:
+            new_ids = self._resolve_series(conn, tagged)
+            rows = self._sample_rows(tagged, new_ids)
+            if rows:
+                conn.execute(insert(samples), rows)
+            conn.execute(insert(collector_runs), [
+                {"host": self.host, "collector": r.collector, "ts": r.ts,
+                 "success": int(r.success), "duration_seconds": r.duration_seconds,
+                 "samples": len(r.samples), "error": r.error}
+                for r in round_.runs
+            ])
+        # Only now are the new ids durable: a rolled-back insert must not poison the cache.
+        self._series_ids.update(new_ids)
+        return len(rows)
+
+    def _resolve_series(
+        self, conn: Connection, tagged: Sequence[tuple[str, Sample]]
+    ) -> dict[SeriesKey, int]:
+        missing: dict[SeriesKey, str] = {}
+        for collector, s in tagged:
+            key = (s.metric, labels_json(s.labels))
+            if key not in self._series_ids:
+                missing[key] = collector
+        if not missing:
+            return {}
+        conn.execute(self._insert_ignore(), [
+            {"host": self.host, "collector": c, "metric": m, "labels": lj}
+            for (m, lj), c in missing.items()
+        ])
+        found: dict[SeriesKey, int] = {}
+        metrics = {m for m, _ in missing}
+        query = select(series.c.id, series.c.metric, series.c.labels).where(
+            series.c.metric.in_(metrics)
+        )
+        for sid, metric, lj in conn.execute(query):
+            if (metric, lj) in missing:
+                found[(metric, lj)] = sid
+        return found
+
+    def _insert_ignore(self):  # type: ignore[no-untyped-def]
+        # Another daemon (PostgreSQL fleet) may create the same series at the same moment.
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(series).on_conflict_do_nothing()
+
+    def _sample_rows(
+        self, tagged: Sequence[tuple[str, Sample]], new_ids: Mapping[SeriesKey, int]
+    ) -> list[dict[str, object]]:
+        rows: dict[tuple[int, datetime], dict[str, object]] = {}
+        for _, s in tagged:
+            key = (s.metric, labels_json(s.labels))
+            sid = self._series_ids.get(key) or new_ids[key]
+            # One value per series and instant; a repeated series in a round keeps the last.
+            rows[(sid, s.ts)] = {"series_id": sid, "ts": s.ts, "value": s.value}
+        return list(rows.values())
+
+    def samples(self, metric: str | None = None) -> list[StoredSample]:
+        """Stored samples, oldest first (optionally of one metric); for the CLI and tests."""
+        query = select(series.c.metric, series.c.labels, samples.c.ts, samples.c.value).join(
+            series, series.c.id == samples.c.series_id
+        ).order_by(samples.c.ts, series.c.metric, series.c.labels)
+        if metric is not None:
+            query = query.where(series.c.metric == metric)
+        with self.engine.connect() as conn:
+            return [StoredSample(m, json.loads(lj), ts, v) for m, lj, ts, v in conn.execute(query)]
+
+    def collector_runs(self, collector: str | None = None) -> list[dict[str, object]]:
+        """Stored collector runs of this host, oldest first."""
+        query = select(collector_runs).where(collector_runs.c.host == self.host).order_by(
+            collector_runs.c.id
+        )
+        if collector is not None:
+            query = query.where(collector_runs.c.collector == collector)
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]

@@ -1,0 +1,52 @@
+"""Shared fixtures: a fresh database on SQLite and on a real PostgreSQL for every test that asks.
+
+`make test` starts a throwaway PostgreSQL and exports GPUWATCH_TEST_DB_URL (a superuser URL);
+each PostgreSQL test gets a database of its own, dropped afterwards. Outside `make test` the
+PostgreSQL variants skip, unless GPUWATCH_REQUIRE_PG=1 (set by `make test`) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+
+def _admin_url() -> str | None:
+    url = os.environ.get("GPUWATCH_TEST_DB_URL")
+    if not url:
+        if os.environ.get("GPUWATCH_REQUIRE_PG") == "1":
+            pytest.fail("GPUWATCH_REQUIRE_PG=1 but GPUWATCH_TEST_DB_URL is not set")
+        pytest.skip("PostgreSQL not available (set GPUWATCH_TEST_DB_URL, or run `make test`)")
+    return url
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test."""
+    admin_url = _admin_url()
+    assert admin_url is not None
+    name = f"gw_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database URL, once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state' / 'gpuwatch.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
