@@ -37,6 +37,7 @@ prometheus-tools:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agent collectors alerts migrations tests bench
+	$(VENV)/bin/ruff format --check agent collectors alerts migrations tests bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

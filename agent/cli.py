@@ -22,11 +22,15 @@ log = logging.getLogger("gpuwatch")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpuwatch",
-        description="GPU inference fleet monitoring: telemetry, real cost per million tokens, alerts.",
+        description="GPU fleet monitoring: telemetry, real cost per million tokens, alerts.",
     )
     parser.add_argument("--version", action="version", version=f"gpuwatch {__version__}")
-    parser.add_argument("--log-level", default=os.environ.get("GPUWATCH_LOG_LEVEL", "INFO"),
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("GPUWATCH_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default: INFO",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the daemon (what systemd starts)")
@@ -34,34 +38,55 @@ def build_parser() -> argparse.ArgumentParser:
 
     collect = sub.add_parser("collect", help="one pass of every enabled collector, stored")
     _config_arg(collect)
-    collect.add_argument("--once", action="store_true", required=True,
-                         help="run a single pass and exit (required; the loop is `gpuwatch run`)")
-    collect.add_argument("--json", action="store_true",
-                         help="print one JSON object per sample: collector, metric, labels, value, ts")
+    collect.add_argument(
+        "--once",
+        action="store_true",
+        required=True,
+        help="run a single pass and exit (required; the loop is `gpuwatch run`)",
+    )
+    collect.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per sample: collector, metric, labels, value, ts",
+    )
 
     check = sub.add_parser("check-config", help="validate the configuration offline")
     _config_arg(check)
 
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    for name, text in (("upgrade", "upgrade the schema to this version's head"),
-                       ("current", "show the schema revision of the database")):
+    for name, text in (
+        ("upgrade", "upgrade the schema to this version's head"),
+        ("current", "show the schema revision of the database"),
+    ):
         _config_arg(db_sub.add_parser(name, help=text))
     return parser
 
 
 def _config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="PATH",
-                        help="TOML file (default: $GPUWATCH_CONFIG, else /etc/gpuwatch/gpuwatch.toml "
-                             "if present, else built-in defaults)")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="TOML file (default: $GPUWATCH_CONFIG, else /etc/gpuwatch/gpuwatch.toml "
+        "if present, else built-in defaults)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handlers = {"run": cmd_run, "collect": cmd_collect, "check-config": cmd_check_config,
-                "db": cmd_db}
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # APScheduler logs every job run at INFO: one line per tick would drown the journal.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
+    handlers = {
+        "run": cmd_run,
+        "collect": cmd_collect,
+        "check-config": cmd_check_config,
+        "db": cmd_db,
+    }
     try:
         return handlers[args.command](args)
     except ConfigError as exc:
@@ -87,12 +112,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
         app.close()
     if args.json:
         for collector, s in round_.tagged_samples():
-            print(json.dumps({"collector": collector, "metric": s.metric, "labels": s.labels,
-                              "value": s.value, "ts": s.ts.isoformat()}))
+            print(
+                json.dumps(
+                    {
+                        "collector": collector,
+                        "metric": s.metric,
+                        "labels": s.labels,
+                        "value": s.value,
+                        "ts": s.ts.isoformat(),
+                    }
+                )
+            )
     else:
         for run in round_.runs:
             state = "ok" if run.success else f"FAILED: {run.error}"
-            print(f"{run.collector}: {len(run.samples)} samples in {run.duration_seconds:.3f}s, {state}")
+            took = f"{run.duration_seconds:.3f}s"
+            print(f"{run.collector}: {len(run.samples)} samples in {took}, {state}")
     failed = [r for r in round_.runs if not r.success]
     for run in failed:
         print(f"gpuwatch: collector {run.collector} failed: {run.error}", file=sys.stderr)
@@ -108,10 +143,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def _summary(config: Config) -> str:
     collectors = ["nvml"] if config.collectors.nvml.enabled else []
     listen = config.daemon.metrics_listen or "disabled"
-    return (f"{config.source}: OK (host {config.host}, every {config.daemon.interval_seconds:g}s, "
-            f"/metrics {listen}, collectors: {', '.join(collectors) or 'none'}, "
-            f"{len(config.targets)} target(s), {len(config.rates)} rate(s), "
-            f"database {'SQLite' if is_sqlite(config.database_url) else 'PostgreSQL'})")
+    return (
+        f"{config.source}: OK (host {config.host}, every {config.daemon.interval_seconds:g}s, "
+        f"/metrics {listen}, collectors: {', '.join(collectors) or 'none'}, "
+        f"{len(config.targets)} target(s), {len(config.rates)} rate(s), "
+        f"database {'SQLite' if is_sqlite(config.database_url) else 'PostgreSQL'})"
+    )
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -119,13 +156,17 @@ def cmd_db(args: argparse.Namespace) -> int:
     url = config.database_url
     path = sqlite_path(url) if is_sqlite(url) else None
     if args.db_command == "current" and path is not None and not path.exists():
-        print(f"no database yet at {path} (it is created on first start); head is {head_revision()}")
+        print(
+            f"no database yet at {path} (it is created on first start); head is {head_revision()}"
+        )
         return 0
     engine = create_engine(url)
     try:
         if args.db_command == "upgrade":
             before, after = upgrade_to_head(engine)
-            print(f"database at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+            print(
+                f"database at {after}" + ("" if before == after else f" (was {before or 'empty'})")
+            )
             return 0
         current, head = current_revision(engine), head_revision()
         state = "up to date" if current == head else "outdated: run `gpuwatch db upgrade`"

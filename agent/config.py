@@ -159,8 +159,22 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
 
 def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
     r = _Reader(env)
-    top = r.table(data, "", {"host", "database_url", "database_url_file", "timezone",
-                             "daemon", "collectors", "targets", "rates", "budget", "notify"})
+    top = r.table(
+        data,
+        "",
+        {
+            "host",
+            "database_url",
+            "database_url_file",
+            "timezone",
+            "daemon",
+            "collectors",
+            "targets",
+            "rates",
+            "budget",
+            "notify",
+        },
+    )
     config = Config(
         host=r.string(top, "host", socket.gethostname()),
         database_url=_database_url(r, top),
@@ -292,8 +306,14 @@ class _Reader:
 
 
 def _kind(value: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "an array", dict: "a table"}
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -310,8 +330,11 @@ def _database_url(r: _Reader, top: dict[str, Any]) -> str:
     if url is None:
         return default_database_url(r.env)
     scheme = url.split(":", 1)[0]
-    if not (scheme.startswith("sqlite") or scheme.startswith("postgresql")):
-        r.problem("database_url", f"expected a sqlite:/// or postgresql+psycopg:// URL, got {scheme}://...")
+    if not scheme.startswith(("sqlite", "postgresql")):
+        r.problem(
+            "database_url",
+            f"expected a sqlite:/// or postgresql+psycopg:// URL, got {scheme}://...",
+        )
     return url
 
 
@@ -329,7 +352,9 @@ def _daemon(r: _Reader, top: dict[str, Any]) -> DaemonConfig:
     t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen"})
     listen = r.string(t, "daemon.metrics_listen", DEFAULT_LISTEN)
     if listen and parse_listen(listen) is None:
-        r.problem("daemon.metrics_listen", f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}")
+        r.problem(
+            "daemon.metrics_listen", f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}"
+        )
     return DaemonConfig(
         interval_seconds=r.number(t, "daemon.interval_seconds", 10.0, positive=True),
         metrics_listen=listen,
@@ -347,7 +372,9 @@ def parse_listen(listen: str) -> tuple[str, int] | None:
 def _collectors(r: _Reader, top: dict[str, Any]) -> CollectorsConfig:
     t = r.sub(top, "collectors", {"nvml"})
     nvml = r.table(t.get("collectors.nvml", {}), "collectors.nvml", {"enabled"})
-    return CollectorsConfig(nvml=NvmlConfig(enabled=r.boolean(nvml, "collectors.nvml.enabled", True)))
+    return CollectorsConfig(
+        nvml=NvmlConfig(enabled=r.boolean(nvml, "collectors.nvml.enabled", True))
+    )
 
 
 def _array(r: _Reader, top: dict[str, Any], key: str) -> list[Any]:
@@ -406,15 +433,21 @@ def _budget(r: _Reader, top: dict[str, Any]) -> BudgetConfig:
 
 def _notify(r: _Reader, top: dict[str, Any]) -> NotifyConfig:
     t = r.sub(top, "notify", {"slack", "alertmanager"})
-    slack = r.table(t.get("notify.slack", {}), "notify.slack", {
-        "webhook_url_env", "webhook_url_file", "token_env", "token_file", "channel"})
+    slack = r.table(
+        t.get("notify.slack", {}),
+        "notify.slack",
+        {"webhook_url_env", "webhook_url_file", "token_env", "token_file", "channel"},
+    )
     am = r.table(t.get("notify.alertmanager", {}), "notify.alertmanager", {"url"})
     token = r.secret(slack, "notify.slack.token")
     channel = r.optional_string(slack, "notify.slack.channel")
     if token is not None and channel is None:
-        r.problem("notify.slack.channel", "missing (chat.postMessage with token_env needs a channel)")
+        r.problem(
+            "notify.slack.channel", "missing (chat.postMessage with token_env needs a channel)"
+        )
     return NotifyConfig(
-        slack=SlackConfig(webhook_url=r.secret(slack, "notify.slack.webhook_url"),
-                          token=token, channel=channel),
+        slack=SlackConfig(
+            webhook_url=r.secret(slack, "notify.slack.webhook_url"), token=token, channel=channel
+        ),
         alertmanager=AlertmanagerConfig(url=r.optional_string(am, "notify.alertmanager.url")),
     )

@@ -4,7 +4,8 @@
   slow tick must not pile up behind itself on a busy GPU box.
 - SIGTERM/SIGINT: the running tick finishes, the database is flushed, exit 0 (well within 5 s).
 - SIGHUP: the config is re-read; an invalid one is logged and the old one kept.
-- systemd: READY=1 once serving, WATCHDOG=1 after every tick (Type=notify, WatchdogSec).
+- systemd: READY=1 once serving; WATCHDOG=1 from the main loop while no tick is stuck, so a
+  tick hung in the driver (it happens with NVML) gets the service restarted by WatchdogSec.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from types import FrameType
 from wsgiref.simple_server import WSGIServer
@@ -45,7 +47,9 @@ class MetricsServer:
             return
         registry = make_registry(self.latest)
         ProcessCollector(registry=registry)  # the daemon's own RSS and CPU, for the guest budget
-        self._server, self._thread = start_http_server(address[1], addr=address[0], registry=registry)
+        self._server, self._thread = start_http_server(
+            address[1], addr=address[0], registry=registry
+        )
         log.info("serving /metrics on http://%s/metrics", self.listen)
 
     @property
@@ -72,6 +76,7 @@ class Daemon:
     _stop: threading.Event = field(default_factory=threading.Event)
     _reload: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tick_started: float | None = None  # monotonic start of the running tick, None when idle
 
     def __post_init__(self) -> None:
         self.app = App.open(self.config)
@@ -81,11 +86,19 @@ class Daemon:
     def tick(self) -> None:
         """One scheduled tick; never raises (APScheduler would only log it anyway)."""
         with self._lock:  # a reload swaps the App; never mid-tick
+            self._tick_started = time.monotonic()
             try:
                 self.latest.update(self.app.tick(self.clock()))
             except Exception:
                 log.exception("tick failed")
-        self.notifier.watchdog()
+            finally:
+                self._tick_started = None
+
+    def tick_stuck(self, now_monotonic: float) -> bool:
+        """True when the running tick has taken far longer than any healthy one could."""
+        started = self._tick_started
+        limit = max(60.0, 3 * self.config.daemon.interval_seconds)
+        return started is not None and now_monotonic - started > limit
 
     def serve(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit code."""
@@ -93,15 +106,28 @@ class Daemon:
         self.metrics.start()
         interval = self.config.daemon.interval_seconds
         self.scheduler.add_job(
-            self.tick, "interval", seconds=interval, id=JOB_ID, max_instances=1, coalesce=True,
-            misfire_grace_time=max(1, int(interval)), next_run_time=self.clock(),
+            self.tick,
+            "interval",
+            seconds=interval,
+            id=JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, int(interval)),
+            next_run_time=self.clock(),
         )
         self.scheduler.start()
         self.notifier.ready()
-        log.info("gpuwatch started: host %s, %d collector(s), every %gs, config from %s",
-                 self.config.host, len(self.app.runner.collectors), interval, self.config.source)
+        log.info(
+            "gpuwatch started: host %s, %d collector(s), every %gs, config from %s",
+            self.config.host,
+            len(self.app.runner.collectors),
+            interval,
+            self.config.source,
+        )
         while not self._stop.is_set():
             self._stop.wait(timeout=1.0)
+            if not self.tick_stuck(time.monotonic()):
+                self.notifier.watchdog()
             if self._reload.is_set():
                 self._reload.clear()
                 self.reload()

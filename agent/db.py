@@ -77,7 +77,11 @@ def open_database(url: str) -> Engine:
         if before != after:
             log.info("database %s upgraded from %s to %s", _safe(url), before or "empty", after)
     else:
-        assert_at_head(engine)
+        try:
+            assert_at_head(engine)
+        except Exception:
+            engine.dispose()
+            raise
     return engine
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from collectors.base import Collector, CollectError, NoData, Sample
+from collectors.base import CollectError, Collector, NoData, Sample
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +92,30 @@ class CollectorRunner:
         out: list[Sample] = []
         for run in runs:
             labels = {"host": self.host, "collector": run.collector}
-            out.append(Sample(metric="gpuwatch_collector_success", value=float(run.success),
-                              labels=labels, ts=now))
-            out.append(Sample(metric="gpuwatch_collector_duration_seconds",
-                              value=run.duration_seconds, labels=labels, ts=now))
+            out.append(
+                Sample(
+                    metric="gpuwatch_collector_success",
+                    value=float(run.success),
+                    labels=labels,
+                    ts=now,
+                )
+            )
+            out.append(
+                Sample(
+                    metric="gpuwatch_collector_duration_seconds",
+                    value=run.duration_seconds,
+                    labels=labels,
+                    ts=now,
+                )
+            )
             last = self._last_success.get(run.collector)
             if last is not None:  # never succeeded: absent, not a 1970 timestamp
-                out.append(Sample(metric="gpuwatch_collector_last_success_timestamp_seconds",
-                                  value=last.timestamp(), labels=labels, ts=now))
+                out.append(
+                    Sample(
+                        metric="gpuwatch_collector_last_success_timestamp_seconds",
+                        value=last.timestamp(),
+                        labels=labels,
+                        ts=now,
+                    )
+                )
         return out

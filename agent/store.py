@@ -50,12 +50,21 @@ class Store:
             rows = self._sample_rows(tagged, new_ids)
             if rows:
                 conn.execute(insert(samples), rows)
-            conn.execute(insert(collector_runs), [
-                {"host": self.host, "collector": r.collector, "ts": r.ts,
-                 "success": int(r.success), "duration_seconds": r.duration_seconds,
-                 "samples": len(r.samples), "error": r.error}
-                for r in round_.runs
-            ])
+            conn.execute(
+                insert(collector_runs),
+                [
+                    {
+                        "host": self.host,
+                        "collector": r.collector,
+                        "ts": r.ts,
+                        "success": int(r.success),
+                        "duration_seconds": r.duration_seconds,
+                        "samples": len(r.samples),
+                        "error": r.error,
+                    }
+                    for r in round_.runs
+                ],
+            )
         # Only now are the new ids durable: a rolled-back insert must not poison the cache.
         self._series_ids.update(new_ids)
         return len(rows)
@@ -70,10 +79,13 @@ class Store:
                 missing[key] = collector
         if not missing:
             return {}
-        conn.execute(self._insert_ignore(), [
-            {"host": self.host, "collector": c, "metric": m, "labels": lj}
-            for (m, lj), c in missing.items()
-        ])
+        conn.execute(
+            self._insert_ignore(),
+            [
+                {"host": self.host, "collector": c, "metric": m, "labels": lj}
+                for (m, lj), c in missing.items()
+            ],
+        )
         found: dict[SeriesKey, int] = {}
         metrics = {m for m, _ in missing}
         query = select(series.c.id, series.c.metric, series.c.labels).where(
@@ -102,9 +114,11 @@ class Store:
 
     def samples(self, metric: str | None = None) -> list[StoredSample]:
         """Stored samples, oldest first (optionally of one metric); for the CLI and tests."""
-        query = select(series.c.metric, series.c.labels, samples.c.ts, samples.c.value).join(
-            series, series.c.id == samples.c.series_id
-        ).order_by(samples.c.ts, series.c.metric, series.c.labels)
+        query = (
+            select(series.c.metric, series.c.labels, samples.c.ts, samples.c.value)
+            .join(series, series.c.id == samples.c.series_id)
+            .order_by(samples.c.ts, series.c.metric, series.c.labels)
+        )
         if metric is not None:
             query = query.where(series.c.metric == metric)
         with self.engine.connect() as conn:
@@ -112,8 +126,10 @@ class Store:
 
     def collector_runs(self, collector: str | None = None) -> list[dict[str, object]]:
         """Stored collector runs of this host, oldest first."""
-        query = select(collector_runs).where(collector_runs.c.host == self.host).order_by(
-            collector_runs.c.id
+        query = (
+            select(collector_runs)
+            .where(collector_runs.c.host == self.host)
+            .order_by(collector_runs.c.id)
         )
         if collector is not None:
             query = query.where(collector_runs.c.collector == collector)

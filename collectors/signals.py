@@ -33,7 +33,10 @@ def _c(name: str, help_: str) -> Signal:
 GPU_SIGNALS = (
     _g("gpuwatch_gpu_info", "Constant 1; gpu_name, driver_version and mig_mode as labels."),
     _g("gpuwatch_gpu_utilization_ratio", "Fraction of the last sample period a kernel ran (0-1)."),
-    _g("gpuwatch_gpu_memory_utilization_ratio", "Fraction of time device memory was read or written (0-1)."),
+    _g(
+        "gpuwatch_gpu_memory_utilization_ratio",
+        "Fraction of time device memory was read or written (0-1).",
+    ),
     _g("gpuwatch_gpu_memory_used_bytes", "Device memory in use, bytes."),
     _g("gpuwatch_gpu_memory_total_bytes", "Device memory installed, bytes."),
     _g("gpuwatch_gpu_power_watts", "Power draw, watts."),
@@ -41,8 +44,14 @@ GPU_SIGNALS = (
     _g("gpuwatch_gpu_temperature_celsius", "GPU core temperature, degrees Celsius."),
     _c("gpuwatch_gpu_energy_joules_total", "Energy consumed since the driver was loaded, joules."),
     _g("gpuwatch_gpu_sm_clock_hertz", "Current SM clock, hertz."),
-    _c("gpuwatch_gpu_ecc_errors_total", "ECC errors since the driver was loaded (volatile), by type."),
-    _g("gpuwatch_gpu_throttle_reasons", "Clock throttle reasons bitmask (NVML clocks event reasons)."),
+    _c(
+        "gpuwatch_gpu_ecc_errors_total",
+        "ECC errors since the driver was loaded (volatile), by type.",
+    ),
+    _g(
+        "gpuwatch_gpu_throttle_reasons",
+        "Clock throttle reasons bitmask (NVML clocks event reasons).",
+    ),
     _g("gpuwatch_gpu_process_memory_bytes", "Device memory used by one process, bytes."),
 )
 

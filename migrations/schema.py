@@ -96,7 +96,9 @@ samples = Table(
 collector_runs = Table(
     "collector_runs",
     metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
     Column("host", String(255), nullable=False),
     Column("collector", String(64), nullable=False),
     Column("ts", UtcDateTime(), nullable=False),

@@ -3,6 +3,7 @@
 `make test` starts a throwaway PostgreSQL and exports GPUWATCH_TEST_DB_URL (a superuser URL);
 each PostgreSQL test gets a database of its own, dropped afterwards. Outside `make test` the
 PostgreSQL variants skip, unless GPUWATCH_REQUIRE_PG=1 (set by `make test`) makes that a failure.
+The fake NVML library (tests/fakenvml) is shared by the collector, CLI and daemon tests.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from tests.fakenvml.build import LIB_NAME, OLD_DRIVER_DIR, SOURCE, build
 
 
 def _admin_url() -> str | None:
@@ -50,3 +53,24 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'state' / 'gpuwatch.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+def _fresh(library: Path) -> bool:
+    return library.is_file() and library.stat().st_mtime >= SOURCE.stat().st_mtime
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the fake libnvidia-ml.so.1, and the old-driver variant in ``old-driver/``.
+
+    Prebuilt by `make test` into $GPUWATCH_FAKE_NVML_DIR; built here when that is missing or stale.
+    """
+    prebuilt = os.environ.get("GPUWATCH_FAKE_NVML_DIR")
+    if prebuilt:
+        folder = Path(prebuilt).resolve()
+        if _fresh(folder / LIB_NAME) and _fresh(folder / OLD_DRIVER_DIR / LIB_NAME):
+            return folder
+    folder = tmp_path_factory.mktemp("fakenvml")
+    build(folder)
+    build(folder / OLD_DRIVER_DIR, old_driver=True)
+    return folder

@@ -9,7 +9,6 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from agent.db import create_engine
-
 from migrations.runner import (
     SchemaError,
     alembic_config,
@@ -30,8 +29,9 @@ def test_migrations_match_the_metadata_without_drift(db_url: str) -> None:
     engine = create_engine(db_url)
     upgrade_to_head(engine)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}),
-                                metadata)
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+        )
     engine.dispose()
     assert diff == [], f"migrations and migrations/schema.py disagree: {diff}"
 
@@ -60,4 +60,3 @@ def test_assert_at_head_refuses_a_schema_from_a_newer_gpuwatch(db_url: str) -> N
     with pytest.raises(SchemaError, match="newer than this gpuwatch"):
         assert_at_head(engine)
     engine.dispose()
-

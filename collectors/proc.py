@@ -1,0 +1,113 @@
+"""Which systemd unit or container a process belongs to, read from ``/proc/PID/cgroup``.
+
+The GPU collector labels each process's memory with this, so that "who holds the GPU" reads
+as ``vllm.service`` or ``docker://<id>`` rather than a bare PID.
+
+Unit names are returned as systemd spells them (``vllm.service``, ``session-3.scope``).
+Containers are returned Kubernetes-style, ``<runtime>://<full id>`` (``docker://``,
+``containerd://``, ``cri-o://``, ``podman://``), which can never be mistaken for a unit name;
+an id whose runtime cannot be told from the path is returned bare.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+# systemd's scope for a container: docker-<id>.scope, cri-containerd-<id>.scope, ...
+_CONTAINER_SCOPE = re.compile(r"^(docker|cri-containerd|crio|libpod)-([0-9a-f]{64})\.scope$")
+_RUNTIMES = {
+    "docker": "docker",
+    "cri-containerd": "containerd",
+    "crio": "cri-o",
+    "libpod": "podman",
+}
+# cgroupfs driver: /docker/<id>, /kubepods/burstable/pod<uid>/<id>
+_BARE_ID = re.compile(r"^[0-9a-f]{64}$")
+# Processes live only in services and scopes; slices are just the tree around them.
+_UNIT_SUFFIXES = (".service", ".scope")
+
+
+def unit_from_cgroup(text: str) -> str | None:
+    """The systemd unit or container of a ``/proc/PID/cgroup`` text, or None when unknown.
+
+    The innermost match wins: a container started by dockerd is ``docker://<id>``, not
+    ``docker.service``; a service's own sub-cgroup (``vllm.service/worker``) is still the service.
+    """
+    path = _cgroup_path(text)
+    if path is None:
+        return None
+    parts = [p for p in path.split("/") if p]
+    for i in range(len(parts) - 1, -1, -1):
+        found = _container(parts[i], parts[i - 1] if i else "") or _unit(parts[i])
+        if found is not None:
+            return found
+    return None
+
+
+def read_unit(pid: int, proc_root: Path = Path("/proc")) -> str | None:
+    """The unit or container of a running ``pid``; None when it exited or cannot be read."""
+    try:
+        text = (proc_root / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
+    except OSError:  # exited meanwhile, hidepid, or another PID namespace
+        return None
+    return unit_from_cgroup(text)
+
+
+class UnitCache:
+    """Per-PID memo of :func:`read_unit`, so each tick reads only new processes' cgroups.
+
+    Only PIDs seen in the previous round are kept (``retain``), which bounds the cache and
+    makes a reused PID very unlikely to inherit an old answer. Unknowns are not cached: a
+    process caught mid-start may be moved into its unit a moment later.
+    """
+
+    def __init__(self, proc_root: Path = Path("/proc")) -> None:
+        self._proc_root = proc_root
+        self._units: dict[int, str] = {}
+
+    def lookup(self, pid: int) -> str:
+        """The unit or container of ``pid``; "" when unknown."""
+        unit = self._units.get(pid)
+        if unit is None:
+            unit = read_unit(pid, self._proc_root) or ""
+            if unit:
+                self._units[pid] = unit
+        return unit
+
+    def retain(self, pids: Iterable[int]) -> None:
+        """Forget every PID not in ``pids`` (those still running on a GPU)."""
+        keep = set(pids)
+        self._units = {pid: unit for pid, unit in self._units.items() if pid in keep}
+
+
+def _cgroup_path(text: str) -> str | None:
+    """The path from the unified (v2) line, else the v1 ``name=systemd`` line, else any."""
+    v2 = systemd = other = None
+    for line in text.splitlines():
+        hierarchy, sep1, rest = line.partition(":")
+        controllers, sep2, path = rest.partition(":")
+        if not (sep1 and sep2):
+            continue
+        path = path.strip().removesuffix(" (deleted)")
+        if hierarchy == "0" and not controllers:
+            v2 = path
+        elif "name=systemd" in controllers.split(","):
+            systemd = path
+        elif other is None and path not in ("", "/"):
+            other = path
+    return v2 or systemd or other
+
+
+def _container(part: str, parent: str) -> str | None:
+    scope = _CONTAINER_SCOPE.match(part)
+    if scope:
+        return f"{_RUNTIMES[scope.group(1)]}://{scope.group(2)}"
+    if _BARE_ID.match(part):
+        return f"docker://{part}" if parent == "docker" else part
+    return None
+
+
+def _unit(part: str) -> str | None:
+    return part if part.endswith(_UNIT_SUFFIXES) else None

@@ -1,0 +1,124 @@
+"""`gpuwatch run` as a real process: readiness, /metrics, reload and a clean, fast stop."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.config import load_config
+from agent.daemon import Daemon
+from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
+from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
+from tests.fakenvml.build import write_config as write_hardware
+
+
+def write_config(path: Path, port: int, db: Path, interval: float = 1) -> Path:
+    path.write_text(
+        f'host = "test-box"\ndatabase_url = "sqlite:///{db}"\n'
+        f'[daemon]\ninterval_seconds = {interval}\nmetrics_listen = "127.0.0.1:{port}"\n'
+    )
+    return path
+
+
+@pytest.fixture
+def no_gpu_daemon(tmp_path: Path) -> Iterator[RunningDaemon]:
+    port = free_port()
+    config = write_config(tmp_path / "gpuwatch.toml", port, tmp_path / "state" / "gw.db")
+    daemon = start_daemon(config, tmp_path, port, env={})
+    yield daemon
+    daemon.kill()
+
+
+def test_without_a_gpu_it_keeps_running_and_reports_nvml_failed(
+    no_gpu_daemon: RunningDaemon,
+) -> None:
+    no_gpu_daemon.wait_for_notify("READY=1")
+    text = no_gpu_daemon.wait_for_metric('gpuwatch_collector_success{collector="nvml"')
+    assert 'gpuwatch_collector_success{collector="nvml",host="test-box"} 0.0' in text
+    assert "gpuwatch_gpu_utilization_ratio" not in text  # blind is not idle: no fake zeros
+    assert "gpuwatch_collector_last_success_timestamp_seconds" not in text
+    assert no_gpu_daemon.proc.poll() is None
+    log = no_gpu_daemon.log()
+    assert log.count("collector nvml failed") == 1  # once, not once per tick
+    code, seconds = no_gpu_daemon.stop()
+    assert code == 0 and seconds < 5
+
+
+def test_an_invalid_reload_keeps_the_old_config_and_says_why(
+    no_gpu_daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    no_gpu_daemon.wait_for_notify("READY=1")
+    (tmp_path / "gpuwatch.toml").write_text("[daemon]\ninterval_seconds = 'often'\n")
+    no_gpu_daemon.signal(signal.SIGHUP)
+    no_gpu_daemon.wait_for_notify("RELOADING=1")
+    no_gpu_daemon.wait_for_notify("READY=1")
+    assert "reload failed, keeping the previous configuration" in no_gpu_daemon.log()
+    assert "daemon.interval_seconds: expected a number" in no_gpu_daemon.log()
+    assert "gpuwatch_collector_success" in no_gpu_daemon.metrics()  # still serving
+    code, _ = no_gpu_daemon.stop()
+    assert code == 0
+
+
+@pytest.fixture
+def gpu_daemon(tmp_path: Path, fake_nvml_dir: Path) -> Iterator[RunningDaemon]:
+    port = free_port()
+    config = write_config(tmp_path / "gpuwatch.toml", port, tmp_path / "state" / "gw.db")
+    hardware = write_hardware(
+        tmp_path / "hardware.txt",
+        FakeNvmlConfig(
+            gpus=(
+                FakeGpu(uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000", util=42),
+                FakeGpu(uuid="GPU-bbbbbbbb-0000-0000-0000-000000000000", power_mw=None),
+            ),
+            processes=(FakeProcess(gpu=0, pid=777, mem=2 * GiB),),
+        ),
+    )
+    env = {"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_CONFIG": str(hardware)}
+    daemon = start_daemon(config, tmp_path, port, env=env)
+    yield daemon
+    daemon.kill()
+
+
+def test_gpu_samples_are_served_under_canonical_names(gpu_daemon: RunningDaemon) -> None:
+    text = gpu_daemon.wait_for_metric("gpuwatch_gpu_utilization_ratio")
+    assert (
+        'gpuwatch_gpu_utilization_ratio{gpu_index="0",'
+        'gpu_uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000",host="test-box"} 0.42'
+    ) in text
+    assert "# TYPE gpuwatch_gpu_energy_joules_total counter" in text
+    assert text.count("gpuwatch_gpu_power_watts{") == 1  # not supported on GPU 1: absent
+    assert 'gpuwatch_collector_success{collector="nvml",host="test-box"} 1.0' in text
+    assert gpu_daemon.stop()[0] == 0
+
+
+def test_metrics_pass_promtool_check(gpu_daemon: RunningDaemon) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (`make test` installs Debian's prometheus as root)")
+    text = gpu_daemon.wait_for_metric("gpuwatch_gpu_process_memory_bytes")
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_reload_applies_a_valid_config_in_process(tmp_path: Path) -> None:
+    db = tmp_path / "gw.db"
+    path = write_config(tmp_path / "gpuwatch.toml", 0, db, interval=10)
+    path.write_text(
+        path.read_text().replace('metrics_listen = "127.0.0.1:0"', 'metrics_listen = ""')
+        + "[collectors.nvml]\nenabled = false\n"
+    )
+    daemon = Daemon(str(path), load_config(str(path)))
+    path.write_text(path.read_text().replace("interval_seconds = 10", "interval_seconds = 30"))
+    assert daemon.reload() is True
+    assert daemon.config.daemon.interval_seconds == 30
+    path.write_text("nonsense = [")
+    assert daemon.reload() is False
+    assert daemon.config.daemon.interval_seconds == 30
+    daemon.app.close()

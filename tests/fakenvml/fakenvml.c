@@ -1,0 +1,747 @@
+/*
+ * fakenvml.c: a fake libnvidia-ml.so.1 for gpuwatch's tests (no GPU needed).
+ *
+ * Compiled against the real nvml.h (PyPI nvidia-nvml-dev), so every struct, enum and
+ * return code has the layout the real pynvml expects:
+ *
+ *   gcc -shared -fPIC -O2 -I<dir of nvml.h> -Wl,-soname,libnvidia-ml.so.1 \
+ *       -o libnvidia-ml.so.1 fakenvml.c
+ *
+ * With -DGPUWATCH_FAKE_OLD_DRIVER the library plays an old driver: the newer symbols
+ * (nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetTemperatureV,
+ * nvmlDeviceGetCurrentClocksEventReasons, nvmlDevice{Compute,Graphics}RunningProcesses_v3)
+ * are not exported at all, so pynvml's lookup fails exactly as on a real old driver.
+ *
+ * The "hardware" is a text file named by $FAKE_NVML_CONFIG, re-read on EVERY call so that a
+ * test can rewrite it mid-test. A missing file means "driver not loaded". Format, one item a
+ * line, '#' starts a comment; tests/fakenvml/build.py writes it from Python values:
+ *
+ *   driver 550.54.15
+ *   gpu uuid=GPU-... name="NVIDIA H100 80GB HBM3" util=3 memutil=1
+ *       total=<B> used=<B> reserved=<B> power=<mW> limit=<mW> temp=<C> sm=<MHz>
+ *       energy=<mJ> ecc_corrected=<n> ecc_uncorrected=<n> throttle=<bitmask, 0x.. allowed>
+ *       migmode=0|1 migmax=<n> lost=1                  (all on one line; one line per GPU,
+ *                                                      in index order)
+ *   mig gpu=<index> idx=<slot> uuid=MIG-... total=<B> used=<B> reserved=<B> gi=<id> ci=<id>
+ *   proc gpu=<index> pid=<pid> mem=<B> type=compute|graphics|both [mig=<slot>]
+ *   missing <nvmlFunctionName>          that function returns NVML_ERROR_FUNCTION_NOT_FOUND
+ *   fail <nvmlFunctionName> <code>      that function returns <code> (e.g. 18 at init)
+ *
+ * A numeric GPU field that is absent or negative makes the functions reading it return
+ * NVML_ERROR_NOT_SUPPORTED (util covers both utilization rates; total covers memory info).
+ * A process mem of -1 is reported as NVML_VALUE_NOT_AVAILABLE (pynvml turns it into None).
+ * No migmode key means the GPU is not MIG-capable. lost=1 makes every call on that GPU's
+ * handles (and nvmlDeviceGetHandleByIndex for it) return NVML_ERROR_GPU_IS_LOST.
+ * Calls before nvmlInit or after the matching nvmlShutdown return NVML_ERROR_UNINITIALIZED.
+ */
+
+/* Declares the explicitly versioned names (..._v2) and stops the header from renaming ours. */
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <nvml.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GPUS 16
+#define MAX_MIGS 8
+#define MAX_PROCS 64
+#define MAX_FAILS 32
+#define NOT_SET (-1LL)
+
+/* Lets the tests tell this library from a real driver's (a plain string, found by grep). */
+__attribute__((visibility("default"))) const char gpuwatch_fake_nvml[] = "gpuwatch fake libnvidia-ml";
+
+typedef struct {
+    int present;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    long long total, used, reserved, gi, ci;
+} fake_mig;
+
+typedef struct {
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    long long util, memutil, total, used, reserved, power, limit, temp, sm, energy;
+    long long ecc_corrected, ecc_uncorrected, throttle, migmode, migmax;
+    int lost;
+    fake_mig migs[MAX_MIGS];
+} fake_gpu;
+
+typedef struct {
+    int gpu, mig; /* mig: slot index, or -1 when the process is not in a MIG instance */
+    unsigned int pid;
+    long long mem;
+    int compute, graphics;
+} fake_proc;
+
+typedef struct {
+    char fn[96];
+    int code;
+} fake_fail;
+
+typedef struct {
+    int loaded; /* 0 when the file is missing: "driver not loaded" */
+    char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    int ngpus, nprocs, nfails;
+    fake_gpu gpus[MAX_GPUS];
+    fake_proc procs[MAX_PROCS];
+    fake_fail fails[MAX_FAILS];
+} fake_config;
+
+/* NVML handles are opaque pointers; ours point into these fixed arrays and never dangle. */
+struct nvmlDevice_st {
+    int gpu;
+    int mig; /* -1 for a physical GPU */
+};
+static struct nvmlDevice_st gpu_handles[MAX_GPUS];
+static struct nvmlDevice_st mig_handles[MAX_GPUS][MAX_MIGS];
+
+static int init_count; /* NVML's init is reference counted */
+
+/* ctypes drops the GIL around calls, so each thread parses into its own copy. */
+static __thread fake_config cfg;
+
+/* ---------------------------------------------------------------- config parsing */
+
+static long long parse_number(const char *s)
+{
+    return strtoll(s, NULL, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10);
+}
+
+/* Next key=value pair from *cursor; value may be "double quoted". Returns 0 at end of line. */
+static int next_pair(char **cursor, char **key, char **value)
+{
+    char *p = *cursor;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    if (!*p)
+        return 0;
+    *key = p;
+    while (*p && *p != '=' && !isspace((unsigned char)*p))
+        p++;
+    if (*p != '=') { /* a bare word: treat as key with empty value */
+        *value = p;
+        if (*p)
+            *p++ = '\0';
+        *cursor = p;
+        return 1;
+    }
+    *p++ = '\0';
+    if (*p == '"') {
+        *value = ++p;
+        while (*p && *p != '"')
+            p++;
+    } else {
+        *value = p;
+        while (*p && !isspace((unsigned char)*p))
+            p++;
+    }
+    if (*p)
+        *p++ = '\0';
+    *cursor = p;
+    return 1;
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src);
+}
+
+static void parse_gpu(char *rest)
+{
+    if (cfg.ngpus >= MAX_GPUS)
+        return;
+    int idx = cfg.ngpus++;
+    fake_gpu *g = &cfg.gpus[idx];
+    memset(g, 0, sizeof *g);
+    long long *numbers[] = {&g->util, &g->memutil, &g->total, &g->used, &g->reserved,
+                            &g->power, &g->limit, &g->temp, &g->sm, &g->energy,
+                            &g->ecc_corrected, &g->ecc_uncorrected, &g->throttle,
+                            &g->migmode, &g->migmax};
+    static const char *names[] = {"util", "memutil", "total", "used", "reserved",
+                                  "power", "limit", "temp", "sm", "energy",
+                                  "ecc_corrected", "ecc_uncorrected", "throttle",
+                                  "migmode", "migmax"};
+    size_t n = sizeof names / sizeof names[0];
+    for (size_t i = 0; i < n; i++)
+        *numbers[i] = NOT_SET;
+    snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%d", idx);
+    copy_str(g->name, sizeof g->name, "Fake GPU");
+
+    char *key, *value;
+    while (next_pair(&rest, &key, &value)) {
+        if (!strcmp(key, "uuid"))
+            copy_str(g->uuid, sizeof g->uuid, value);
+        else if (!strcmp(key, "name"))
+            copy_str(g->name, sizeof g->name, value);
+        else if (!strcmp(key, "lost"))
+            g->lost = (int)parse_number(value);
+        else
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(key, names[i]))
+                    *numbers[i] = parse_number(value);
+    }
+    if (g->migmode >= 0 && g->migmax < 0)
+        g->migmax = 7; /* an A100/H100 offers up to 7 MIG devices */
+}
+
+static void parse_mig(char *rest)
+{
+    long long gpu = -1, slot = -1;
+    fake_mig m = {.present = 1, .total = NOT_SET, .used = 0, .reserved = 0, .gi = 0, .ci = 0};
+    char *key, *value;
+    while (next_pair(&rest, &key, &value)) {
+        if (!strcmp(key, "gpu"))
+            gpu = parse_number(value);
+        else if (!strcmp(key, "idx"))
+            slot = parse_number(value);
+        else if (!strcmp(key, "uuid"))
+            copy_str(m.uuid, sizeof m.uuid, value);
+        else if (!strcmp(key, "total"))
+            m.total = parse_number(value);
+        else if (!strcmp(key, "used"))
+            m.used = parse_number(value);
+        else if (!strcmp(key, "reserved"))
+            m.reserved = parse_number(value);
+        else if (!strcmp(key, "gi"))
+            m.gi = parse_number(value);
+        else if (!strcmp(key, "ci"))
+            m.ci = parse_number(value);
+    }
+    /* A mig line must follow its gpu line. */
+    if (gpu >= 0 && gpu < cfg.ngpus && slot >= 0 && slot < MAX_MIGS)
+        cfg.gpus[gpu].migs[slot] = m;
+}
+
+static void parse_proc(char *rest)
+{
+    if (cfg.nprocs >= MAX_PROCS)
+        return;
+    fake_proc p = {.gpu = 0, .mig = -1, .pid = 0, .mem = NOT_SET, .compute = 1, .graphics = 0};
+    char *key, *value;
+    while (next_pair(&rest, &key, &value)) {
+        if (!strcmp(key, "gpu"))
+            p.gpu = (int)parse_number(value);
+        else if (!strcmp(key, "mig"))
+            p.mig = (int)parse_number(value);
+        else if (!strcmp(key, "pid"))
+            p.pid = (unsigned int)parse_number(value);
+        else if (!strcmp(key, "mem"))
+            p.mem = parse_number(value);
+        else if (!strcmp(key, "type")) {
+            p.compute = !strcmp(value, "compute") || !strcmp(value, "both");
+            p.graphics = !strcmp(value, "graphics") || !strcmp(value, "both");
+        }
+    }
+    cfg.procs[cfg.nprocs++] = p;
+}
+
+static void parse_fail(char *rest, int missing)
+{
+    if (cfg.nfails >= MAX_FAILS)
+        return;
+    fake_fail *f = &cfg.fails[cfg.nfails];
+    int code = NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (missing ? sscanf(rest, "%95s", f->fn) == 1 : sscanf(rest, "%95s %d", f->fn, &code) == 2) {
+        f->code = code;
+        cfg.nfails++;
+    }
+}
+
+static void load_config(void)
+{
+    memset(&cfg, 0, sizeof cfg);
+    const char *path = getenv("FAKE_NVML_CONFIG");
+    FILE *fp = path ? fopen(path, "r") : NULL;
+    if (!fp)
+        return;
+    cfg.loaded = 1;
+    copy_str(cfg.driver, sizeof cfg.driver, "550.54.15");
+
+    char line[1024], word[32];
+    while (fgets(line, sizeof line, fp)) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        int used = 0;
+        if (sscanf(line, "%31s%n", word, &used) != 1)
+            continue;
+        char *rest = line + used;
+        if (!strcmp(word, "driver"))
+            sscanf(rest, "%79s", cfg.driver);
+        else if (!strcmp(word, "gpu"))
+            parse_gpu(rest);
+        else if (!strcmp(word, "mig"))
+            parse_mig(rest);
+        else if (!strcmp(word, "proc"))
+            parse_proc(rest);
+        else if (!strcmp(word, "missing"))
+            parse_fail(rest, 1);
+        else if (!strcmp(word, "fail"))
+            parse_fail(rest, 0);
+    }
+    fclose(fp);
+}
+
+/* ---------------------------------------------------------------- common entry checks */
+
+static nvmlReturn_t injected_failure(const char *fn)
+{
+    for (int i = 0; i < cfg.nfails; i++)
+        if (!strcmp(cfg.fails[i].fn, fn))
+            return (nvmlReturn_t)cfg.fails[i].code;
+    return NVML_SUCCESS;
+}
+
+/* Every call: fresh config, injected failures, then the driver and init state. */
+static nvmlReturn_t enter(const char *fn)
+{
+    load_config();
+    nvmlReturn_t r = injected_failure(fn);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!cfg.loaded)
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (__atomic_load_n(&init_count, __ATOMIC_SEQ_CST) <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    return NVML_SUCCESS;
+}
+
+/* Map a handle to its GPU (and MIG instance, NULL for a physical GPU). */
+static nvmlReturn_t resolve(nvmlDevice_t dev, const fake_gpu **g, const fake_mig **m)
+{
+    if (!dev || dev->gpu < 0 || dev->gpu >= cfg.ngpus)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *g = &cfg.gpus[dev->gpu];
+    *m = NULL;
+    if ((*g)->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    if (dev->mig >= 0) {
+        *m = &(*g)->migs[dev->mig];
+        if ((*g)->migmode != NVML_DEVICE_MIG_ENABLE || !(*m)->present)
+            return NVML_ERROR_INVALID_ARGUMENT; /* the instance was destroyed */
+    }
+    return NVML_SUCCESS;
+}
+
+#define BEGIN()                                                                          \
+    nvmlReturn_t r_ = enter(__func__);                                                   \
+    if (r_ != NVML_SUCCESS)                                                              \
+    return r_
+
+#define BEGIN_DEVICE(dev)                                                                \
+    const fake_gpu *g;                                                                   \
+    const fake_mig *m;                                                                   \
+    BEGIN();                                                                             \
+    r_ = resolve((dev), &g, &m);                                                         \
+    (void)g;                                                                             \
+    (void)m;                                                                             \
+    if (r_ != NVML_SUCCESS)                                                              \
+    return r_
+
+/* A physical-GPU reading: not on MIG handles, and only when the config sets it. */
+#define REQUIRE_GPU_FIELD(value)                                                         \
+    if (m != NULL || (value) < 0)                                                        \
+    return NVML_ERROR_NOT_SUPPORTED
+
+static nvmlReturn_t put_string(char *dst, unsigned int length, const char *src)
+{
+    if (!dst || strlen(src) + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- init and system */
+
+static nvmlReturn_t do_init(const char *fn)
+{
+    load_config();
+    nvmlReturn_t r = injected_failure(fn);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!cfg.loaded)
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    __atomic_add_fetch(&init_count, 1, __ATOMIC_SEQ_CST);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    return do_init(__func__);
+}
+
+nvmlReturn_t nvmlInit_v2(void)
+{
+    return do_init(__func__);
+}
+
+nvmlReturn_t nvmlShutdown(void)
+{
+    load_config();
+    nvmlReturn_t r = injected_failure(__func__);
+    if (r != NVML_SUCCESS)
+        return r;
+    /* Shutdown works without a config file: a driver that vanished must still be let go. */
+    int old = __atomic_load_n(&init_count, __ATOMIC_SEQ_CST);
+    while (old > 0 && !__atomic_compare_exchange_n(&init_count, &old, old - 1, 0,
+                                                   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+    return old > 0 ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+}
+
+const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    BEGIN();
+    return put_string(version, length, cfg.driver);
+}
+
+/* ---------------------------------------------------------------- enumeration and identity */
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    BEGIN();
+    if (!deviceCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *deviceCount = (unsigned int)cfg.ngpus;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    BEGIN();
+    if (!device || index >= (unsigned int)cfg.ngpus)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (cfg.gpus[index].lost)
+        return NVML_ERROR_GPU_IS_LOST; /* nvidia-smi: "Unable to determine the device handle" */
+    gpu_handles[index].gpu = (int)index;
+    gpu_handles[index].mig = -1;
+    *device = &gpu_handles[index];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    BEGIN_DEVICE(device);
+    return put_string(name, length, g->name);
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    BEGIN_DEVICE(device);
+    return put_string(uuid, length, m ? m->uuid : g->uuid);
+}
+
+/* ---------------------------------------------------------------- readings */
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->util);
+    utilization->gpu = (unsigned int)g->util;
+    utilization->memory = (unsigned int)(g->memutil < 0 ? 0 : g->memutil);
+    return NVML_SUCCESS;
+}
+
+/* Memory of a GPU or of a MIG instance: {total, used, reserved}, or NOT_SUPPORTED. */
+static nvmlReturn_t memory_of(const fake_gpu *g, const fake_mig *m, unsigned long long out[3])
+{
+    long long total = m ? m->total : g->total;
+    long long used = m ? m->used : g->used;
+    long long reserved = m ? m->reserved : g->reserved;
+    if (total < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    out[0] = (unsigned long long)total;
+    out[1] = (unsigned long long)(used < 0 ? 0 : used);
+    out[2] = (unsigned long long)(reserved < 0 ? 0 : reserved);
+    return NVML_SUCCESS;
+}
+
+/* v1 counts the driver's reserved memory as used (used = total - free), as real NVML does. */
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    BEGIN_DEVICE(device);
+    unsigned long long v[3];
+    r_ = memory_of(g, m, v);
+    if (r_ != NVML_SUCCESS)
+        return r_;
+    memory->total = v[0];
+    memory->used = v[1] + v[2];
+    memory->free = v[0] - v[1] - v[2];
+    return NVML_SUCCESS;
+}
+
+#ifndef GPUWATCH_FAKE_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    BEGIN_DEVICE(device);
+    if (memory->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned long long v[3];
+    r_ = memory_of(g, m, v);
+    if (r_ != NVML_SUCCESS)
+        return r_;
+    memory->total = v[0];
+    memory->used = v[1];
+    memory->reserved = v[2];
+    memory->free = v[0] - v[1] - v[2];
+    return NVML_SUCCESS;
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->power);
+    *power = (unsigned int)g->power;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->limit);
+    *limit = (unsigned int)g->limit;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int *temp)
+{
+    BEGIN_DEVICE(device);
+    if (sensorType != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_NOT_SUPPORTED;
+    REQUIRE_GPU_FIELD(g->temp);
+    *temp = (unsigned int)g->temp;
+    return NVML_SUCCESS;
+}
+
+#ifndef GPUWATCH_FAKE_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature)
+{
+    BEGIN_DEVICE(device);
+    if (temperature->version != nvmlTemperature_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (temperature->sensorType != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_NOT_SUPPORTED;
+    REQUIRE_GPU_FIELD(g->temp);
+    temperature->temperature = (int)g->temp;
+    return NVML_SUCCESS;
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
+{
+    BEGIN_DEVICE(device);
+    if (type != NVML_CLOCK_SM)
+        return NVML_ERROR_NOT_SUPPORTED;
+    REQUIRE_GPU_FIELD(g->sm);
+    *clock = (unsigned int)g->sm;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->energy);
+    *energy = (unsigned long long)g->energy;
+    return NVML_SUCCESS;
+}
+
+/* Only the volatile counters (since the driver loaded) are faked. */
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long *eccCounts)
+{
+    BEGIN_DEVICE(device);
+    if (counterType != NVML_VOLATILE_ECC)
+        return NVML_ERROR_NOT_SUPPORTED;
+    long long v = errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED ? g->ecc_corrected
+                                                                : g->ecc_uncorrected;
+    REQUIRE_GPU_FIELD(v);
+    *eccCounts = (unsigned long long)v;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long *reasons)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->throttle);
+    *reasons = (unsigned long long)g->throttle;
+    return NVML_SUCCESS;
+}
+
+#ifndef GPUWATCH_FAKE_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long *reasons)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->throttle);
+    *reasons = (unsigned long long)g->throttle;
+    return NVML_SUCCESS;
+}
+#endif
+
+/* ---------------------------------------------------------------- processes */
+
+/*
+ * NVML's two-call protocol: with too small a buffer (or none) return INSUFFICIENT_SIZE and
+ * the needed count; SUCCESS with count 0 when nothing runs. A MIG handle lists only its
+ * instance's processes; a physical GPU lists all of them.
+ */
+static nvmlReturn_t list_processes(const fake_gpu *g, const fake_mig *m, nvmlDevice_t device,
+                                   int want_graphics, unsigned int *count,
+                                   nvmlProcessInfo_v2_t *infos)
+{
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    int gpu = device->gpu;
+    unsigned int n = 0, capacity = *count;
+    for (int i = 0; i < cfg.nprocs; i++) {
+        const fake_proc *p = &cfg.procs[i];
+        if (p->gpu != gpu || !(want_graphics ? p->graphics : p->compute))
+            continue;
+        if (m && p->mig != device->mig)
+            continue;
+        if (infos && n < capacity) {
+            const fake_mig *pm = p->mig >= 0 && p->mig < MAX_MIGS ? &g->migs[p->mig] : NULL;
+            infos[n].pid = p->pid;
+            infos[n].usedGpuMemory = p->mem < 0 ? (unsigned long long)NVML_VALUE_NOT_AVAILABLE
+                                                : (unsigned long long)p->mem;
+            infos[n].gpuInstanceId = pm ? (unsigned int)pm->gi : 0xFFFFFFFFu;
+            infos[n].computeInstanceId = pm ? (unsigned int)pm->ci : 0xFFFFFFFFu;
+        }
+        n++;
+    }
+    *count = n;
+    if (n == 0)
+        return NVML_SUCCESS;
+    return (infos && n <= capacity) ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_v2_t *infos)
+{
+    BEGIN_DEVICE(device);
+    return list_processes(g, m, device, 0, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_v2_t *infos)
+{
+    BEGIN_DEVICE(device);
+    return list_processes(g, m, device, 1, infoCount, infos);
+}
+
+#ifndef GPUWATCH_FAKE_OLD_DRIVER
+/* _v3 shares _v2's struct (nvmlProcessInfo_t) in the header; only the symbol differs. */
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos)
+{
+    BEGIN_DEVICE(device);
+    return list_processes(g, m, device, 0, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos)
+{
+    BEGIN_DEVICE(device);
+    return list_processes(g, m, device, 1, infoCount, infos);
+}
+#endif
+
+/* ---------------------------------------------------------------- MIG */
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                  unsigned int *pendingMode)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->migmode);
+    *currentMode = (unsigned int)g->migmode;
+    *pendingMode = (unsigned int)g->migmode;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->migmode);
+    *count = (unsigned int)g->migmax;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->migmode);
+    if (index >= (unsigned int)g->migmax || index >= MAX_MIGS)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->migmode != NVML_DEVICE_MIG_ENABLE || !g->migs[index].present)
+        return NVML_ERROR_NOT_FOUND;
+    struct nvmlDevice_st *h = &mig_handles[device->gpu][index];
+    h->gpu = device->gpu;
+    h->mig = (int)index;
+    *migDevice = h;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    BEGIN_DEVICE(device);
+    *isMigDevice = m != NULL;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    BEGIN_DEVICE(device);
+    if (!m)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned int)m->gi;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    BEGIN_DEVICE(device);
+    if (!m)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned int)m->ci;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t *device)
+{
+    BEGIN_DEVICE(migDevice);
+    if (!m)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvmlDevice_st *h = &gpu_handles[migDevice->gpu];
+    h->gpu = migDevice->gpu;
+    h->mig = -1;
+    *device = h;
+    return NVML_SUCCESS;
+}
