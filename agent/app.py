@@ -43,6 +43,7 @@ class App:
     engine: Engine
     store: Store
     runner: CollectorRunner
+    _store_failing: bool = False
 
     @classmethod
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
@@ -61,7 +62,13 @@ class App:
         try:
             self.store.write_round(round_)
         except SQLAlchemyError as exc:
-            log.error("storing the round of %s failed: %s", now.isoformat(), _brief(exc))
+            if not self._store_failing:  # once, not every tick while the database is away
+                log.error("storing rounds failed (retrying every tick): %s", _brief(exc))
+            self._store_failing = True
+        else:
+            if self._store_failing:
+                log.info("storing rounds recovered")
+            self._store_failing = False
         return round_
 
     def close(self) -> None:

@@ -11,14 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, Insert, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agent.runner import Round
+from agent.runner import CollectorRun, Round
 from collectors.base import Sample
 from migrations.schema import collector_runs, samples, series
 
 SeriesKey = tuple[str, str]  # (metric, canonical labels JSON)
+Keyed = tuple[str, Sample, SeriesKey]  # (collector, sample, its series key)
 
 
 def labels_json(labels: Mapping[str, str]) -> str:
@@ -44,69 +45,53 @@ class Store:
 
     def write_round(self, round_: Round) -> int:
         """Store every sample and collector run of ``round_`` in one transaction; returns rows."""
-        tagged = round_.tagged_samples()
+        keyed = [(c, s, (s.metric, labels_json(s.labels))) for c, s in round_.tagged_samples()]
         with self.engine.begin() as conn:
-            new_ids = self._resolve_series(conn, tagged)
-            rows = self._sample_rows(tagged, new_ids)
+            new_ids = self._create_series(conn, keyed)
+            rows = self._sample_rows(keyed, new_ids)
             if rows:
                 conn.execute(insert(samples), rows)
-            conn.execute(
-                insert(collector_runs),
-                [
-                    {
-                        "host": self.host,
-                        "collector": r.collector,
-                        "ts": r.ts,
-                        "success": int(r.success),
-                        "duration_seconds": r.duration_seconds,
-                        "samples": len(r.samples),
-                        "error": r.error,
-                    }
-                    for r in round_.runs
-                ],
-            )
+            conn.execute(insert(collector_runs), [self._run_row(r) for r in round_.runs])
         # Only now are the new ids durable: a rolled-back insert must not poison the cache.
         self._series_ids.update(new_ids)
         return len(rows)
 
-    def _resolve_series(
-        self, conn: Connection, tagged: Sequence[tuple[str, Sample]]
-    ) -> dict[SeriesKey, int]:
-        missing: dict[SeriesKey, str] = {}
-        for collector, s in tagged:
-            key = (s.metric, labels_json(s.labels))
-            if key not in self._series_ids:
-                missing[key] = collector
+    def _run_row(self, run: CollectorRun) -> dict[str, object]:
+        return {
+            "host": self.host,
+            "collector": run.collector,
+            "ts": run.ts,
+            "success": int(run.success),
+            "duration_seconds": run.duration_seconds,
+            "samples": len(run.samples),
+            "error": run.error,
+        }
+
+    def _create_series(self, conn: Connection, keyed: Sequence[Keyed]) -> dict[SeriesKey, int]:
+        """Ids of the series not yet cached, inserting those the database lacks."""
+        missing = {key: collector for collector, _, key in keyed if key not in self._series_ids}
         if not missing:
             return {}
-        conn.execute(
-            self._insert_ignore(),
-            [
-                {"host": self.host, "collector": c, "metric": m, "labels": lj}
-                for (m, lj), c in missing.items()
-            ],
-        )
-        found: dict[SeriesKey, int] = {}
-        metrics = {m for m, _ in missing}
+        rows = [
+            {"host": self.host, "collector": c, "metric": m, "labels": lj}
+            for (m, lj), c in missing.items()
+        ]
+        conn.execute(self._insert_ignore(), rows)
         query = select(series.c.id, series.c.metric, series.c.labels).where(
-            series.c.metric.in_(metrics)
+            tuple_(series.c.metric, series.c.labels).in_(list(missing))
         )
-        for sid, metric, lj in conn.execute(query):
-            if (metric, lj) in missing:
-                found[(metric, lj)] = sid
-        return found
+        return {(metric, lj): sid for sid, metric, lj in conn.execute(query)}
 
-    def _insert_ignore(self):  # type: ignore[no-untyped-def]
+    def _insert_ignore(self) -> Insert:
         # Another daemon (PostgreSQL fleet) may create the same series at the same moment.
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         return dialect.insert(series).on_conflict_do_nothing()
 
     def _sample_rows(
-        self, tagged: Sequence[tuple[str, Sample]], new_ids: Mapping[SeriesKey, int]
+        self, keyed: Sequence[Keyed], new_ids: Mapping[SeriesKey, int]
     ) -> list[dict[str, object]]:
         rows: dict[tuple[int, datetime], dict[str, object]] = {}
-        for _, s in tagged:
-            key = (s.metric, labels_json(s.labels))
+        for _, s, key in keyed:
             sid = self._series_ids.get(key) or new_ids[key]
             # One value per series and instant; a repeated series in a round keeps the last.
             rows[(sid, s.ts)] = {"series_id": sid, "ts": s.ts, "value": s.value}
