@@ -145,6 +145,8 @@ def bench_tick(ticks: int, database_url: str) -> tuple[float, float]:
     def full_tick(i: int) -> None:
         app.tick(t0 + timedelta(days=1, seconds=10 * i))
 
+    per_tick = len(app.runner.run(t0 - timedelta(days=1)).tagged_samples())
+
     floor_t = timed(floor, ticks)
     collect_t = timed(collect_only, ticks)
     tick_t = timed(full_tick, ticks)
@@ -156,7 +158,7 @@ def bench_tick(ticks: int, database_url: str) -> tuple[float, float]:
     print(f"floor: bare pynvml loop, same calls   {ms(floor_t)}")
     print(f"collector only (samples, no database)  {ms(collect_t)}")
     print(f"tick: collect + store ({config_kind(database_url)})   {ms(tick_t)}")
-    print(f"  ({rows} utilization rows stored over {ticks + 1} ticks x {GPUS} GPUs)")
+    print(f"  ({per_tick} rows per tick; {rows} utilization rows over {ticks + 1} ticks)")
     return statistics.median(floor_t), statistics.median(tick_t)
 
 
