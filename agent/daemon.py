@@ -113,7 +113,7 @@ class Daemon:
             max_instances=1,
             coalesce=True,
             misfire_grace_time=max(1, int(interval)),
-            next_run_time=self.clock(),
+            next_run_time=utc_now(),  # the scheduler runs on real time, whatever self.clock is
         )
         self.scheduler.start()
         self.notifier.ready()
@@ -124,10 +124,15 @@ class Daemon:
             interval,
             self.config.source,
         )
+        ping_every = self.notifier.watchdog_interval_seconds()  # None: no systemd watchdog
+        last_ping = time.monotonic()
         while not self._stop.is_set():
             self._stop.wait(timeout=1.0)
-            if not self.tick_stuck(time.monotonic()):
+            now = time.monotonic()
+            due = ping_every is not None and now - last_ping >= ping_every
+            if due and not self.tick_stuck(now):
                 self.notifier.watchdog()
+                last_ping = now
             if self._reload.is_set():
                 self._reload.clear()
                 self.reload()

@@ -101,7 +101,7 @@ def test_properties_users_rely_on(service: dict[str, list[str]]) -> None:
     assert one("RestartSec")
     assert one("StateDirectory") == "gpuwatch"
     assert one("ConfigurationDirectory") == "gpuwatch"
-    assert one("ExecStart").split() == [EXEC_PATH, "run", "--config", "/etc/gpuwatch/gpuwatch.toml"]
+    assert one("ExecStart").split() == [EXEC_PATH, "run"]
     assert one("ExecReload") == "/bin/kill -HUP $MAINPID"
     assert one("EnvironmentFile") == "-/etc/gpuwatch/gpuwatch.env"
     assert one("KillSignal") == "SIGTERM"

@@ -83,6 +83,7 @@ def start_daemon(config: Path, tmp_path: Path, port: int, env: dict[str, str]) -
     full_env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     full_env.update(env)
     full_env["NOTIFY_SOCKET"] = str(notify_path)
+    full_env["WATCHDOG_USEC"] = "2000000"  # as WatchdogSec=2 would: a ping every second
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "run", "--config", str(config)],

@@ -38,6 +38,7 @@ def test_without_a_gpu_it_keeps_running_and_reports_nvml_failed(
     no_gpu_daemon: RunningDaemon,
 ) -> None:
     no_gpu_daemon.wait_for_notify("READY=1")
+    no_gpu_daemon.wait_for_notify("WATCHDOG=1")  # alive, although blind
     text = no_gpu_daemon.wait_for_metric('gpuwatch_collector_success{collector="nvml"')
     assert 'gpuwatch_collector_success{collector="nvml",host="test-box"} 0.0' in text
     assert "gpuwatch_gpu_utilization_ratio" not in text  # blind is not idle: no fake zeros
@@ -121,4 +122,18 @@ def test_reload_applies_a_valid_config_in_process(tmp_path: Path) -> None:
     path.write_text("nonsense = [")
     assert daemon.reload() is False
     assert daemon.config.daemon.interval_seconds == 30
+    daemon.app.close()
+
+
+def test_a_tick_stuck_in_the_driver_stops_the_watchdog_pings(tmp_path: Path) -> None:
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text(
+        f'database_url = "sqlite:///{tmp_path / "gw.db"}"\n[daemon]\ninterval_seconds = 10\n'
+        'metrics_listen = ""\n[collectors.nvml]\nenabled = false\n'
+    )
+    daemon = Daemon(str(path), load_config(str(path)))
+    assert daemon.tick_stuck(1000.0) is False  # idle
+    daemon._tick_started = 1000.0
+    assert daemon.tick_stuck(1059.0) is False  # slow, but within max(60 s, 3 intervals)
+    assert daemon.tick_stuck(1061.0) is True
     daemon.app.close()
