@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from agent.config import Config
+from agent.config import Config, TargetConfig
 from agent.db import open_database
 from agent.runner import CollectorRunner, Round
 from agent.store import Store
 from collectors.base import Collector
+from collectors.scrape import ScrapeCollector, TargetSpec
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +27,27 @@ def utc_now() -> datetime:
 
 
 def build_collectors(config: Config) -> list[Collector]:
-    """The enabled collectors, in the order they run each tick."""
+    """The enabled collectors, in the order they run each tick: NVML, then one per target."""
     collectors: list[Collector] = []
     if config.collectors.nvml.enabled:
         from collectors.nvml import NvmlCollector  # imports pynvml, which needs no GPU to import
 
         collectors.append(NvmlCollector(host=config.host))
+    collectors.extend(ScrapeCollector(target_spec(t), host=config.host) for t in config.targets)
     return collectors
+
+
+def target_spec(target: TargetConfig) -> TargetSpec:
+    """The collector's view of a configured target (the token revealed only to its client)."""
+    return TargetSpec(
+        name=target.name,
+        url=target.url,
+        engine=target.engine,
+        model=target.model,
+        timeout_seconds=target.timeout_seconds,
+        max_bytes=target.max_response_bytes,
+        bearer_token=target.bearer_token.reveal() if target.bearer_token else None,
+    )
 
 
 @dataclass
@@ -72,6 +87,12 @@ class App:
         return round_
 
     def close(self) -> None:
+        """Release the collectors (NVML session, HTTP clients), the workers and the database."""
+        self.runner.close()
+        for collector in self.runner.collectors:
+            close = getattr(collector, "close", None)
+            if callable(close):
+                close()
         self.engine.dispose()
 
 

@@ -26,6 +26,7 @@ from collectors.base import GpuwatchError
 
 DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
 DEFAULT_LISTEN = "127.0.0.1:9877"
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 ENGINES = ("auto", "vllm", "sglang", "tgi", "llamacpp", "dcgm")
 
 
@@ -62,6 +63,8 @@ class TargetConfig:
     engine: str = "auto"
     bearer_token: Secret | None = None
     timeout_seconds: float = 5.0
+    model: str | None = None  # names the model for engines that do not label it (TGI, llama.cpp)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +391,8 @@ def _array(r: _Reader, top: dict[str, Any], key: str) -> list[Any]:
 def _targets(r: _Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     out: list[TargetConfig] = []
     names: set[str] = set()
-    allowed = {"name", "url", "engine", "bearer_token_env", "bearer_token_file", "timeout"}
+    allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
+               "timeout", "max_response_bytes"}  # fmt: skip
     for i, item in enumerate(_array(r, top, "targets")):
         path = f"targets[{i}]"
         t = r.table(item, path, allowed)
@@ -407,9 +411,11 @@ def _targets(r: _Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
             r.problem(f"{path}.engine", f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
         token = r.secret(t, f"{path}.bearer_token")
         timeout = r.duration(t, f"{path}.timeout", 5.0)
+        model = r.optional_string(t, f"{path}.model")
+        cap = r.number(t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True)
         if name is not None and url is not None:
             names.add(name)
-            out.append(TargetConfig(name, url, engine, token, timeout))
+            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap)))
     return tuple(out)
 
 

@@ -16,7 +16,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from agent.runner import Round
 from collectors.base import Sample
-from collectors.signals import SIGNALS, Kind
+from collectors.signals import SIGNALS, Kind, signal_of
 
 
 class LatestRoundCollector:
@@ -34,11 +34,14 @@ class LatestRoundCollector:
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             samples = self._samples
-        by_metric: dict[str, list[Sample]] = defaultdict(list)
+        families: dict[str, list[Sample]] = defaultdict(list)
         for s in samples:
-            by_metric[s.metric].append(s)
-        for name in sorted(by_metric):
-            yield _family(name, by_metric[name])
+            if s.metric.endswith("_created"):
+                continue  # stored to see engine restarts; not part of our own exposition
+            signal = signal_of(s.metric)
+            families[signal.name if signal else s.metric].append(s)
+        for name in sorted(families):
+            yield _family(name, families[name])
 
 
 def _family(name: str, samples: list[Sample]) -> Metric:
@@ -49,7 +52,7 @@ def _family(name: str, samples: list[Sample]) -> Metric:
     family_name = name.removesuffix("_total") if kind is Kind.COUNTER else name
     family = Metric(family_name, help_, kind.value)
     for s in samples:
-        family.add_sample(name, dict(s.labels), s.value)
+        family.add_sample(s.metric, dict(s.labels), s.value)
     return family
 
 

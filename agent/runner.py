@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,6 +32,7 @@ class CollectorRun:
     duration_seconds: float
     samples: tuple[Sample, ...]
     error: str | None = None
+    target: str | None = None  # the scrape target this collector reads, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +50,62 @@ class Round:
         return tagged
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    samples: tuple[Sample, ...]
+    error: str | None
+    duration: float
+
+
 @dataclass
 class CollectorRunner:
-    """Runs collectors in isolation and remembers their health between rounds."""
+    """Runs collectors in isolation and remembers their health between rounds.
+
+    Collectors with a ``timeout_seconds`` (network scrapes) run concurrently on a thread pool and
+    are given up on after that long, so a slow target never delays the others or the tick by
+    more than its own timeout. The rest (NVML) run in the calling thread: they are local, and a
+    hung driver call is the systemd watchdog's business, not something a thread could undo.
+    """
 
     host: str
     collectors: Sequence[Collector]
     timer: Callable[[], float] = time.perf_counter
+    grace_seconds: float = 1.0
     _last_success: dict[str, datetime] = field(default_factory=dict)
     _failing: set[str] = field(default_factory=set)
+    _pool: ThreadPoolExecutor | None = None
 
     def run(self, now: datetime) -> Round:
-        runs = tuple(self._run_one(c, now) for c in self.collectors)
+        timed = [c for c in self.collectors if _timeout(c) is not None]
+        started = {c.name: (self.timer(), self._submit(c, now)) for c in timed}
+        outcomes = {c.name: self._attempt(c, now) for c in self.collectors if c not in timed}
+        for c in timed:
+            start, future = started[c.name]
+            outcomes[c.name] = self._await(c, start, future)
+        runs = tuple(self._record(c, now, outcomes[c.name]) for c in self.collectors)
         return Round(ts=now, runs=runs, health=tuple(self._health(runs, now)))
 
-    def _run_one(self, collector: Collector, now: datetime) -> CollectorRun:
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _submit(self, collector: Collector, now: datetime) -> Future[_Outcome]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="gpuwatch-scrape")
+        return self._pool.submit(self._attempt, collector, now)
+
+    def _await(self, collector: Collector, start: float, future: Future[_Outcome]) -> _Outcome:
+        limit = (_timeout(collector) or 0.0) + self.grace_seconds
+        remaining = max(0.0, start + limit - self.timer())
+        try:
+            return future.result(timeout=remaining)
+        except FutureTimeout:
+            # The thread cannot be killed; its late result is simply never looked at.
+            error = f"did not finish within {limit:g}s"
+            return _Outcome((), error, self.timer() - start)
+
+    def _attempt(self, collector: Collector, now: datetime) -> _Outcome:
         start = self.timer()
         error: str | None = None
         samples: tuple[Sample, ...] = ()
@@ -74,9 +118,19 @@ class CollectorRunner:
         except Exception as exc:  # the isolation boundary: a bug in one collector spares the rest
             log.exception("collector %s raised unexpectedly", collector.name)
             error = f"{type(exc).__name__}: {exc}"
-        duration = self.timer() - start
-        self._note(collector.name, error, now)
-        return CollectorRun(collector.name, now, error is None, duration, samples, error)
+        return _Outcome(samples, error, self.timer() - start)
+
+    def _record(self, collector: Collector, now: datetime, outcome: _Outcome) -> CollectorRun:
+        self._note(collector.name, outcome.error, now)
+        return CollectorRun(
+            collector.name,
+            now,
+            outcome.error is None,
+            outcome.duration,
+            outcome.samples,
+            outcome.error,
+            getattr(collector, "target", None),
+        )
 
     def _note(self, name: str, error: str | None, now: datetime) -> None:
         if error is None:
@@ -90,32 +144,24 @@ class CollectorRunner:
 
     def _health(self, runs: Sequence[CollectorRun], now: datetime) -> list[Sample]:
         out: list[Sample] = []
+
+        def add(metric: str, value: float, labels: dict[str, str]) -> None:
+            out.append(Sample(metric=metric, value=value, labels=labels, ts=now))
+
         for run in runs:
             labels = {"host": self.host, "collector": run.collector}
-            out.append(
-                Sample(
-                    metric="gpuwatch_collector_success",
-                    value=float(run.success),
-                    labels=labels,
-                    ts=now,
-                )
-            )
-            out.append(
-                Sample(
-                    metric="gpuwatch_collector_duration_seconds",
-                    value=run.duration_seconds,
-                    labels=labels,
-                    ts=now,
-                )
-            )
+            add("gpuwatch_collector_success", float(run.success), labels)
+            add("gpuwatch_collector_duration_seconds", run.duration_seconds, labels)
             last = self._last_success.get(run.collector)
             if last is not None:  # never succeeded: absent, not a 1970 timestamp
-                out.append(
-                    Sample(
-                        metric="gpuwatch_collector_last_success_timestamp_seconds",
-                        value=last.timestamp(),
-                        labels=labels,
-                        ts=now,
-                    )
-                )
+                add("gpuwatch_collector_last_success_timestamp_seconds", last.timestamp(), labels)
+            if run.target is not None:
+                target = {"host": self.host, "target": run.target}
+                add("gpuwatch_target_up", float(run.success), target)
+                add("gpuwatch_target_scrape_duration_seconds", run.duration_seconds, target)
         return out
+
+
+def _timeout(collector: Collector) -> float | None:
+    value = getattr(collector, "timeout_seconds", None)
+    return float(value) if isinstance(value, int | float) else None

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, Insert, insert, select, tuple_
+from sqlalchemy import Connection, Engine, Insert, Select, func, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent.runner import CollectorRun, Round
@@ -108,6 +108,52 @@ class Store:
             query = query.where(series.c.metric == metric)
         with self.engine.connect() as conn:
             return [StoredSample(m, json.loads(lj), ts, v) for m, lj, ts, v in conn.execute(query)]
+
+    def window(
+        self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """Per series (canonical labels JSON), its points in (start, end] after its last point at
+        or before ``start`` (the baseline an increase is measured from), oldest first.
+
+        ``match`` keeps series whose labels include those pairs (all hosts when host is absent).
+        """
+        ids = self._series_matching(metric, match)
+        if not ids:
+            return {}
+        out: dict[str, list[tuple[datetime, float]]] = {lj: [] for lj in ids.values()}
+        with self.engine.connect() as conn:
+            for sid, ts, value in conn.execute(self._baseline_query(list(ids), start)):
+                out[ids[sid]].append((ts, value))
+            inside = (
+                select(samples.c.series_id, samples.c.ts, samples.c.value)
+                .where(
+                    samples.c.series_id.in_(list(ids)), samples.c.ts > start, samples.c.ts <= end
+                )
+                .order_by(samples.c.ts)
+            )
+            for sid, ts, value in conn.execute(inside):
+                out[ids[sid]].append((ts, value))
+        return {lj: points for lj, points in out.items() if points}
+
+    def _series_matching(self, metric: str, match: Mapping[str, str]) -> dict[int, str]:
+        query = select(series.c.id, series.c.labels).where(series.c.metric == metric)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {
+            sid: lj for sid, lj in rows if all(json.loads(lj).get(k) == v for k, v in match.items())
+        }
+
+    @staticmethod
+    def _baseline_query(ids: list[int], start: datetime) -> Select[int, datetime, float]:
+        last = (
+            select(samples.c.series_id, func.max(samples.c.ts).label("ts"))
+            .where(samples.c.series_id.in_(ids), samples.c.ts <= start)
+            .group_by(samples.c.series_id)
+            .subquery()
+        )
+        return select(samples.c.series_id, samples.c.ts, samples.c.value).join(
+            last, (samples.c.series_id == last.c.series_id) & (samples.c.ts == last.c.ts)
+        )
 
     def collector_runs(self, collector: str | None = None) -> list[dict[str, object]]:
         """Stored collector runs of this host, oldest first."""

@@ -13,6 +13,7 @@ from enum import Enum
 class Kind(Enum):
     GAUGE = "gauge"
     COUNTER = "counter"
+    HISTOGRAM = "histogram"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,10 @@ def _g(name: str, help_: str) -> Signal:
 
 def _c(name: str, help_: str) -> Signal:
     return Signal(name, Kind.COUNTER, help_)
+
+
+def _h(name: str, help_: str) -> Signal:
+    return Signal(name, Kind.HISTOGRAM, help_)
 
 
 GPU_SIGNALS = (
@@ -55,6 +60,27 @@ GPU_SIGNALS = (
     _g("gpuwatch_gpu_process_memory_bytes", "Device memory used by one process, bytes."),
 )
 
+# Engine signals carry host, target, engine (vllm|sglang|tgi|llamacpp) and model. Counters and
+# histograms are the engine's raw cumulative values (they reset when the engine restarts); the
+# increase over a window is computed later, restart-safe. Histograms keep the engine's buckets.
+ENGINE_SIGNALS = (
+    _g("gpuwatch_engine_requests_running", "Requests being processed (in a running batch)."),
+    _g("gpuwatch_engine_requests_waiting", "Requests queued, waiting to be scheduled."),
+    _g("gpuwatch_engine_kv_cache_usage_ratio", "Fraction of the KV cache in use (0-1)."),
+    _c("gpuwatch_engine_prompt_tokens_total", "Prompt tokens processed, cached ones included."),
+    _c(
+        "gpuwatch_engine_prompt_tokens_computed_total",
+        "Prompt tokens actually computed (prefix-cache hits excluded), where the engine says.",
+    ),
+    _c("gpuwatch_engine_generation_tokens_total", "Tokens generated."),
+    _c("gpuwatch_engine_requests_finished_total", "Requests finished, by reason."),
+    _c("gpuwatch_engine_preemptions_total", "Requests preempted by the scheduler."),
+    _h("gpuwatch_engine_ttft_seconds", "Time to first token, seconds."),
+    _h("gpuwatch_engine_inter_token_latency_seconds", "Time between output tokens, seconds."),
+    _h("gpuwatch_engine_e2e_latency_seconds", "End-to-end request latency, seconds."),
+    _h("gpuwatch_engine_queue_time_seconds", "Time requests spent queued, seconds."),
+)
+
 HEALTH_SIGNALS = (
     _g("gpuwatch_collector_success", "1 if the collector's last run succeeded, else 0."),
     _g("gpuwatch_collector_duration_seconds", "Duration of the collector's last run, seconds."),
@@ -63,6 +89,32 @@ HEALTH_SIGNALS = (
         "Unix time of the collector's last successful run.",
     ),
     _g("gpuwatch_target_up", "1 if the last scrape of the target succeeded, else 0."),
+    _g("gpuwatch_target_scrape_duration_seconds", "Duration of the last scrape of the target."),
 )
 
-SIGNALS: dict[str, Signal] = {s.name: s for s in GPU_SIGNALS + HEALTH_SIGNALS}
+SIGNALS: dict[str, Signal] = {s.name: s for s in GPU_SIGNALS + ENGINE_SIGNALS + HEALTH_SIGNALS}
+
+_HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum", "_created")
+
+
+def signal_of(metric: str) -> Signal | None:
+    """The signal a sample's metric name belongs to.
+
+    That is the name itself, a histogram's ``_bucket``/``_count``/``_sum``/``_created`` series,
+    or a counter's ``_created`` series (``foo_total`` -> ``foo_created``); None when unknown.
+    """
+    if metric in SIGNALS:
+        return SIGNALS[metric]
+    for suffix in _HISTOGRAM_SUFFIXES:
+        base = metric.removesuffix(suffix)
+        if base == metric:
+            continue
+        signal = SIGNALS.get(base) or SIGNALS.get(base + "_total")
+        if signal is not None and (signal.kind is Kind.HISTOGRAM or suffix == "_created"):
+            return signal
+    return None
+
+
+def created_name(signal: Signal) -> str:
+    """The ``_created`` series of a counter or histogram, as prometheus_client names it."""
+    return signal.name.removesuffix("_total") + "_created"

@@ -1,0 +1,58 @@
+"""A parsed /metrics body, indexed for the mappers.
+
+Parsing is prometheus_client's (``text_string_to_metric_families``); this only indexes families
+by name so each mapper touches the handful it needs, not every sample of a 100 KB body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+Row = tuple[Mapping[str, str], float]
+
+
+class ExpositionError(ValueError):
+    """The body is not valid Prometheus text exposition."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exposition:
+    """Families by name. Counter families are named without ``_total`` by the parser."""
+
+    families: Mapping[str, Metric]
+
+    @classmethod
+    def parse(cls, text: str) -> Exposition:
+        try:
+            return cls({f.name: f for f in text_string_to_metric_families(text)})
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            # prometheus_client raises ValueError mostly, but not only, on a broken line.
+            raise ExpositionError(f"not Prometheus text format: {exc}") from exc
+
+    def rows(self, sample_name: str) -> list[Row]:
+        """(labels, value) of every sample named ``sample_name``; empty when absent."""
+        family = self._family_of(sample_name)
+        if family is None:
+            return []
+        return [(s.labels, float(s.value)) for s in family.samples if s.name == sample_name]
+
+    def has_samples(self, sample_name: str) -> bool:
+        return bool(self.rows(sample_name))
+
+    def names(self) -> Iterator[str]:
+        return iter(self.families)
+
+    def _family_of(self, sample_name: str) -> Metric | None:
+        # A sample "x_total" lives in family "x" (counter) or "x_total" (untyped); histogram
+        # series in the family without their suffix; "x_created" in its own gauge family.
+        for suffix in ("", "_total", "_bucket", "_count", "_sum"):
+            if suffix and not sample_name.endswith(suffix):
+                continue
+            family = self.families.get(sample_name.removesuffix(suffix) if suffix else sample_name)
+            if family is not None:
+                return family
+        return None

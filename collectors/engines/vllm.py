@@ -1,0 +1,59 @@
+"""vLLM, V0 (0.6+) and V1 (0.8+ to 0.33), to the canonical engine signals.
+
+Versions differ by name, not by meaning, so each signal lists its sources newest first:
+``kv_cache_usage_perc`` (0.9.2+) before ``gpu_cache_usage_perc`` (V0, and V1 until 0.11), and
+``inter_token_latency_seconds`` (0.10.2+) before ``time_per_output_token_seconds`` (removed 0.15).
+Computed prompt tokens exist only where vLLM says which were cache hits:
+``prompt_tokens_by_source_total{source="local_compute"}`` (0.16+).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from collectors.base import Sample
+from collectors.engines.exposition import Exposition
+from collectors.engines.rules import Agg, Context, Counter, Gauge, Histogram, Mapper
+
+NAME = "vllm"
+
+RULES = (
+    Gauge("gpuwatch_engine_requests_running", ("vllm:num_requests_running",)),
+    Gauge("gpuwatch_engine_requests_waiting", ("vllm:num_requests_waiting",)),
+    Gauge(
+        "gpuwatch_engine_kv_cache_usage_ratio",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # a 0-1 fraction despite "perc"
+        agg=Agg.MAX,
+    ),
+    Counter("gpuwatch_engine_prompt_tokens_total", ("vllm:prompt_tokens_total",)),
+    Counter(
+        "gpuwatch_engine_prompt_tokens_computed_total",
+        ("vllm:prompt_tokens_by_source_total",),
+        where={"source": "local_compute"},
+    ),
+    Counter("gpuwatch_engine_generation_tokens_total", ("vllm:generation_tokens_total",)),
+    Counter(
+        "gpuwatch_engine_requests_finished_total",
+        ("vllm:request_success_total",),
+        split=("finished_reason", "reason"),
+    ),
+    Counter("gpuwatch_engine_preemptions_total", ("vllm:num_preemptions_total",)),
+    Histogram("gpuwatch_engine_ttft_seconds", ("vllm:time_to_first_token_seconds",)),
+    Histogram(
+        "gpuwatch_engine_inter_token_latency_seconds",
+        ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    ),
+    Histogram("gpuwatch_engine_e2e_latency_seconds", ("vllm:e2e_request_latency_seconds",)),
+    Histogram("gpuwatch_engine_queue_time_seconds", ("vllm:request_queue_time_seconds",)),
+)
+
+
+def detect(exposition: Exposition) -> bool:
+    return any(name.startswith("vllm:") for name in exposition.names())
+
+
+def map_samples(exposition: Exposition, context: Context) -> list[Sample]:
+    def model_of(labels: Mapping[str, str]) -> str:
+        return labels.get("model_name") or context.model
+
+    return Mapper(exposition, context, model_of).apply_all(RULES)
