@@ -50,6 +50,7 @@ test: $(STAMP) $(FAKENVML) prometheus-tools check
 
 bench: $(STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py
+	$(PY) bench/scrape.py
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -42,10 +42,12 @@ class Store:
         self.engine = engine
         self.host = host
         self._series_ids: dict[SeriesKey, int] = {}
+        # label_key() -> canonical JSON: the same few hundred label sets come back every tick.
+        self._label_json: dict[tuple[tuple[str, str], ...], str] = {}
 
     def write_round(self, round_: Round) -> int:
         """Store every sample and collector run of ``round_`` in one transaction; returns rows."""
-        keyed = [(c, s, (s.metric, labels_json(s.labels))) for c, s in round_.tagged_samples()]
+        keyed = [(c, s, (s.metric, self._json(s))) for c, s in round_.tagged_samples()]
         with self.engine.begin() as conn:
             new_ids = self._create_series(conn, keyed)
             rows = self._sample_rows(keyed, new_ids)
@@ -55,6 +57,15 @@ class Store:
         # Only now are the new ids durable: a rolled-back insert must not poison the cache.
         self._series_ids.update(new_ids)
         return len(rows)
+
+    def _json(self, sample: Sample) -> str:
+        key = sample.label_key()
+        cached = self._label_json.get(key)
+        if cached is None:
+            if len(self._label_json) > 100_000:  # bounded: label churn (pids) must not grow it
+                self._label_json.clear()
+            cached = self._label_json[key] = labels_json(sample.labels)
+        return cached
 
     def _run_row(self, run: CollectorRun) -> dict[str, object]:
         return {
