@@ -137,3 +137,31 @@ def test_a_tick_stuck_in_the_driver_stops_the_watchdog_pings(tmp_path: Path) -> 
     assert daemon.tick_stuck(1059.0) is False  # slow, but within max(60 s, 3 intervals)
     assert daemon.tick_stuck(1061.0) is True
     daemon.app.close()
+
+
+def test_engine_histograms_are_exposed_as_histograms_and_pass_promtool(tmp_path: Path) -> None:
+    from agent.enginesim import EngineServer, Traffic
+
+    traffic = Traffic(models=("llama-8b",), engines=2)
+    traffic.serve(12, engine="1")
+    port = free_port()
+    config = write_config(tmp_path / "gpuwatch.toml", port, tmp_path / "state" / "gw.db")
+    with EngineServer("vllm-0.33", traffic) as engine:
+        target = f'[[targets]]\nname = "llama"\nurl = "{engine.url}"\n'
+        config.write_text(config.read_text() + "[collectors.nvml]\nenabled = false\n" + target)
+        daemon = start_daemon(config, tmp_path, port, env={})
+        try:
+            text = daemon.wait_for_metric("gpuwatch_engine_ttft_seconds_bucket")
+        finally:
+            daemon.kill()
+    assert "# TYPE gpuwatch_engine_ttft_seconds histogram" in text
+    assert "# TYPE gpuwatch_engine_generation_tokens_total counter" in text
+    assert 'gpuwatch_target_up{host="test-box",target="llama"} 1.0' in text
+    assert "_created" not in text
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (`make test` installs Debian's prometheus as root)")
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -173,3 +173,47 @@ def test_dcgm_exporter_feeds_the_canonical_gpu_signals(
         line["labels"]["gpu_uuid"] for line in lines if line["labels"].get("gpu_index") == "1"
     )
     assert uuid == reading.uuid
+
+
+def test_multiprocess_pid_children_are_aggregated_not_added_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traffic = traffic_for("vllm-0.10")
+    with EngineServer("vllm-0.10", traffic, multiprocess=True) as server:
+        assert 'pid="' in server_text(server)  # one kv_cache_usage_perc series per process
+        got = values(collect_json(tmp_path, server.url, monkeypatch, capsys))
+    assert got[("gpuwatch_engine_kv_cache_usage_ratio", "")] == 0.7
+    assert (
+        got[("gpuwatch_engine_prompt_tokens_total", "")]
+        == traffic.totals(model=MODEL).prompt_tokens
+    )
+
+
+def test_sglang_priority_breakdowns_are_not_counted_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traffic = traffic_for("sglang-0.5")
+    with EngineServer("sglang-0.5", traffic, priority=True) as server:
+        assert 'priority="' in server_text(server)
+        got = values(collect_json(tmp_path, server.url, monkeypatch, capsys))
+    truth = traffic.totals(model=MODEL)
+    assert got[("gpuwatch_engine_generation_tokens_total", "")] == truth.generation_tokens
+    assert got[("gpuwatch_engine_ttft_seconds_count", "")] == truth.requests
+
+
+def test_before_the_first_request_lazy_families_are_absent_not_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traffic = Traffic(models=(MODEL,))
+    with EngineServer("vllm-0.6", traffic) as server:
+        assert "# TYPE vllm:time_to_first_token_seconds histogram" in server_text(server)
+        got = values(collect_json(tmp_path, server.url, monkeypatch, capsys))
+    assert got[("gpuwatch_engine_generation_tokens_total", "")] == 0  # exposed at 0 by V0
+    assert not any(metric.startswith("gpuwatch_engine_ttft_seconds") for metric, _ in got)
+    assert not any(metric == "gpuwatch_engine_requests_finished_total" for metric, _ in got)
+
+
+def server_text(server: EngineServer) -> str:
+    import httpx
+
+    return httpx.get(server.url, timeout=5).text
