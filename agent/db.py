@@ -65,6 +65,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def upgrade_database(url: str) -> tuple[str | None, str]:
+    """`gpuwatch db upgrade`: bring the database at ``url`` to the head; (before, after)."""
+    engine = create_engine(url)
+    try:
+        return upgrade_to_head(engine)
+    finally:
+        engine.dispose()
+
+
 def open_database(url: str) -> Engine:
     """An engine whose schema is at the head: SQLite is upgraded, PostgreSQL only checked.
 

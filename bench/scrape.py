@@ -17,8 +17,7 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,7 +31,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from agent.app import App  # noqa: E402
 from agent.config import load_config  # noqa: E402
+from agent.db import upgrade_database  # noqa: E402
 from agent.enginesim import Traffic, content_type, render  # noqa: E402
+from bench.timing import ms, timed  # noqa: E402
 from collectors.engines import vllm  # noqa: E402
 from collectors.engines.exposition import Exposition  # noqa: E402
 from collectors.engines.rules import Context  # noqa: E402
@@ -76,32 +77,11 @@ def static_server(body: bytes, ctype: str) -> Iterator[str]:
         server.server_close()
 
 
-def timed(fn: Callable[[int], object], rounds: int) -> list[float]:
-    fn(-1)  # warm-up
-    out = []
-    for i in range(rounds):
-        start = time.perf_counter()
-        fn(i)
-        out.append(time.perf_counter() - start)
-    return out
-
-
-def ms(values: list[float]) -> str:
-    q = statistics.quantiles(values, n=20)
-    return f"median {statistics.median(values) * 1e3:7.2f} ms   p95 {q[18] * 1e3:7.2f} ms"
-
-
 def open_app(url: str, database_url: str) -> App:
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
         fh.write('host = "bench"\n[collectors.nvml]\nenabled = false\n')
         fh.write(f'[[targets]]\nname = "vllm"\nurl = "{url}"\nengine = "vllm"\n')
-    if not database_url.startswith("sqlite"):
-        from agent.db import create_engine
-        from migrations.runner import upgrade_to_head
-
-        engine = create_engine(database_url)
-        upgrade_to_head(engine)
-        engine.dispose()
+    upgrade_database(database_url)  # PostgreSQL is never upgraded implicitly
     return App.open(load_config(fh.name, {"GPUWATCH_DATABASE_URL": database_url}))
 
 

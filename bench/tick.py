@@ -31,6 +31,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agent.db import upgrade_database  # noqa: E402
+from bench.timing import ms, timed  # noqa: E402
 from tests.fakenvml.build import (  # noqa: E402
     LIB_NAME,
     FakeGpu,
@@ -89,21 +91,6 @@ class Recorder:
         return call
 
 
-def timed(fn: Callable[[int], object], ticks: int) -> list[float]:
-    fn(-1)  # warm-up: first-call symbol lookups and caches are not the steady state
-    out = []
-    for i in range(ticks):
-        start = time.perf_counter()
-        fn(i)
-        out.append(time.perf_counter() - start)
-    return out
-
-
-def ms(values: list[float]) -> str:
-    q = statistics.quantiles(values, n=20)
-    return f"median {statistics.median(values) * 1e3:7.3f} ms   p95 {q[18] * 1e3:7.3f} ms"
-
-
 def bench_tick(ticks: int, database_url: str) -> tuple[float, float]:
     import pynvml
 
@@ -129,13 +116,7 @@ def bench_tick(ticks: int, database_url: str) -> tuple[float, float]:
             fn(*args, **kwargs)
 
     collector = NvmlCollector(host="bench")
-    if not database_url.startswith("sqlite"):  # the bench's own scratch database
-        from agent.db import create_engine
-        from migrations.runner import upgrade_to_head
-
-        engine = create_engine(database_url)
-        upgrade_to_head(engine)
-        engine.dispose()
+    upgrade_database(database_url)  # the bench's own scratch database
     config = load_config(None, {"GPUWATCH_DATABASE_URL": database_url, "HOME": "/nonexistent"})
     app = App.open(config, collectors=[collector])
 

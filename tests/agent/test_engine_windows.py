@@ -14,11 +14,11 @@ import pytest
 
 from agent.app import App
 from agent.config import load_config
+from agent.db import upgrade_database
 from agent.enginesim import EngineServer, Traffic
 from agent.enginesim.traffic import Request, cumulative_counts
 from agent.series_math import histogram_quantile
 from agent.windows import counter_increase, histogram_window
-from migrations.runner import upgrade_to_head
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL = "llama-8b"
@@ -39,12 +39,7 @@ def open_app(db_url: str, tmp_path: Path) -> Iterator[object]:
             f'host = "box"\ndatabase_url = "{db_url}"\n[collectors.nvml]\nenabled = false\n'
             f'[[targets]]\nname = "t1"\nurl = "{url}"\n'
         )
-        if db_url.startswith("postgresql"):
-            from agent.db import create_engine
-
-            engine = create_engine(db_url)
-            upgrade_to_head(engine)
-            engine.dispose()
+        upgrade_database(db_url)
         app = App.open(load_config(str(config), {}))
         apps.append(app)
         return app

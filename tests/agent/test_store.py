@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError
 
-from agent.db import open_database
+from agent.db import open_database, upgrade_database
 from agent.runner import CollectorRunner
 from agent.store import Store
 from collectors.base import CollectError, Sample
@@ -58,13 +58,7 @@ def test_postgresql_is_never_upgraded_implicitly(pg_url: str) -> None:
 
 
 def _open(db_url: str) -> Store:
-    if db_url.startswith("postgresql"):
-        from agent.db import create_engine as gw_engine
-        from migrations.runner import upgrade_to_head
-
-        engine = gw_engine(db_url)
-        upgrade_to_head(engine)
-        engine.dispose()
+    upgrade_database(db_url)
     return Store(open_database(db_url), "h1")
 
 
