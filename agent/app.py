@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from agent.allocation import Allocator, TargetPlacement
 from agent.config import Config, TargetConfig
 from agent.db import open_database
 from agent.runner import CollectorRunner, Round
@@ -58,6 +59,7 @@ class App:
     engine: Engine
     store: Store
     runner: CollectorRunner
+    allocator: Allocator
     _store_failing: bool = False
 
     @classmethod
@@ -65,7 +67,14 @@ class App:
         """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
         engine = open_database(config.database_url)
         chosen = build_collectors(config) if collectors is None else collectors
-        return cls(config, engine, Store(engine, config.host), CollectorRunner(config.host, chosen))
+        placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
+        return cls(
+            config,
+            engine,
+            Store(engine, config.host),
+            CollectorRunner(config.host, chosen),
+            Allocator(config.host, placements),
+        )
 
     def tick(self, now: datetime) -> Round:
         """Collect once and store the round in one transaction.
@@ -74,6 +83,8 @@ class App:
         briefly unavailable must not blind /metrics, and the next tick writes again.
         """
         round_ = self.runner.run(now)
+        allocation = self.allocator.samples((s for _, s in round_.tagged_samples()), now)
+        round_ = replace(round_, derived=round_.derived + tuple(allocation))
         try:
             self.store.write_round(round_)
         except SQLAlchemyError as exc:

@@ -14,13 +14,14 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.duration import DurationError, parse_duration
+from agent.config_reader import Reader
+from agent.ratecard import Rate, RateCard, parse_rates
 from agent.secret import Secret
 from collectors.base import GpuwatchError
 
@@ -65,12 +66,26 @@ class TargetConfig:
     timeout_seconds: float = 5.0
     model: str | None = None  # names the model for engines that do not label it (TGI, llama.cpp)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # Which GPUs serve this target: its systemd unit or container, or explicit GPUs (index/UUID).
+    unit: str | None = None
+    gpus: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class RateConfig:
-    usd_per_hour: Decimal
-    gpu: str = "*"
+class CostConfig:
+    # "output": generation tokens only; "output+prompt": plus computed (not cached) prompt tokens.
+    useful_tokens: str = "output"
+    # How a GPU used by several targets is split: "memory" (their share of its memory) or "equal".
+    shared_gpu_split: str = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """How long each resolution is kept, in seconds."""
+
+    raw_seconds: float = 7 * 86400
+    minute_seconds: float = 90 * 86400
+    hour_seconds: float = 730 * 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +121,9 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     collectors: CollectorsConfig = field(default_factory=CollectorsConfig)
     targets: tuple[TargetConfig, ...] = ()
-    rates: tuple[RateConfig, ...] = ()
+    rates: tuple[Rate, ...] = ()
+    cost: CostConfig = field(default_factory=CostConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     source: str = "built-in defaults"
@@ -114,6 +131,10 @@ class Config:
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
+
+    @property
+    def rate_card(self) -> RateCard:
+        return RateCard(self.rates)
 
 
 def config_path(explicit: str | None, environ: Mapping[str, str]) -> Path | None:
@@ -161,7 +182,7 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
 
 
 def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
-    r = _Reader(env)
+    r = Reader(env)
     top = r.table(
         data,
         "",
@@ -185,7 +206,9 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         daemon=_daemon(r, top),
         collectors=_collectors(r, top),
         targets=_targets(r, top),
-        rates=_rates(r, top),
+        rates=parse_rates(r, top),
+        cost=_cost(r, top),
+        retention=_retention(r, top),
         budget=_budget(r, top),
         notify=_notify(r, top),
         source=source,
@@ -195,136 +218,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
     return config
 
 
-class _Reader:
-    """Typed access to TOML tables that records problems instead of stopping at the first."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = env
-        self.problems: list[str] = []
-
-    def problem(self, path: str, message: str) -> None:
-        self.problems.append(f"{path}: {message}")
-
-    def table(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
-        """``value`` as a table whose keys are all in ``allowed``; keys carry their full path."""
-        if not isinstance(value, dict):
-            self.problem(path, f"expected a table, got {_kind(value)}")
-            return {}
-        prefix = f"{path}." if path else ""
-        for key in sorted(set(value) - allowed):
-            self.problem(prefix + key, f"unknown key (allowed here: {', '.join(sorted(allowed))})")
-        return {prefix + k: v for k, v in value.items() if k in allowed}
-
-    def sub(self, table: dict[str, Any], key: str, allowed: set[str]) -> dict[str, Any]:
-        value = table.get(key, {})
-        return self.table(value, key, allowed)
-
-    def _get(self, table: dict[str, Any], key: str, types: tuple[type, ...], what: str) -> Any:
-        value = table.get(key)
-        if value is None:
-            return None
-        # bool is an int in Python; TOML's true must not pass as a number.
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            self.problem(key, f"expected {what}, got {_kind(value)} {value!r}")
-            return None
-        return value
-
-    def string(self, table: dict[str, Any], key: str, default: str) -> str:
-        value = self._get(table, key, (str,), "a string")
-        return default if value is None else value
-
-    def optional_string(self, table: dict[str, Any], key: str) -> str | None:
-        value = self._get(table, key, (str,), "a string")
-        return value if isinstance(value, str) else None
-
-    def boolean(self, table: dict[str, Any], key: str, default: bool) -> bool:
-        value = self._get(table, key, (bool,), "true or false")
-        return default if value is None else value
-
-    def number(self, table: dict[str, Any], key: str, default: float, *, positive: bool) -> float:
-        value = self._get(table, key, (int, float), "a number")
-        if value is None:
-            return default
-        if positive and value <= 0:
-            self.problem(key, f"must be greater than 0, got {value}")
-            return default
-        return float(value)
-
-    def money(self, table: dict[str, Any], key: str) -> Decimal | None:
-        # Floats from TOML go through str() so 2.72 becomes Decimal("2.72"), not 2.7200000000000002.
-        value = self._get(table, key, (int, float, str), "an amount in USD")
-        if value is None:
-            return None
-        try:
-            amount = Decimal(str(value))
-        except InvalidOperation:
-            self.problem(key, f"expected an amount in USD, got {value!r}")
-            return None
-        if not amount.is_finite() or amount < 0:
-            self.problem(key, f"must be a finite amount of at least 0, got {value!r}")
-            return None
-        return amount
-
-    def duration(self, table: dict[str, Any], key: str, default: float) -> float:
-        value = self._get(table, key, (str, int, float), 'a duration like "5s" or "2m"')
-        if value is None:
-            return default
-        try:
-            seconds = parse_duration(value)
-        except DurationError as exc:
-            self.problem(key, str(exc))
-            return default
-        if seconds <= 0:
-            self.problem(key, f"must be longer than 0, got {value!r}")
-            return default
-        return seconds
-
-    def secret(self, table: dict[str, Any], key: str) -> Secret | None:
-        """``<key>_env`` names an environment variable, ``<key>_file`` a file; at most one."""
-        env_key, file_key = f"{key}_env", f"{key}_file"
-        var = self.optional_string(table, env_key)
-        file = self.optional_string(table, file_key)
-        if var is not None and file is not None:
-            self.problem(key, f"set either {_leaf(env_key)} or {_leaf(file_key)}, not both")
-            return None
-        if var is not None:
-            if not self.env.get(var):
-                self.problem(env_key, f"environment variable {var} is not set or empty")
-                return None
-            return Secret(self.env[var], f"environment variable {var}")
-        if file is not None:
-            return self._secret_file(file_key, file)
-        return None
-
-    def _secret_file(self, key: str, file: str) -> Secret | None:
-        try:
-            value = Path(file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            self.problem(key, f"cannot read {file}: {exc.strerror}")
-            return None
-        if not value:
-            self.problem(key, f"{file} is empty")
-            return None
-        return Secret(value, f"file {file}")
-
-
-def _kind(value: Any) -> str:
-    names = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-        dict: "a table",
-    }
-    return names.get(type(value), type(value).__name__)
-
-
-def _leaf(path: str) -> str:
-    return path.rsplit(".", 1)[-1]
-
-
-def _database_url(r: _Reader, top: dict[str, Any]) -> str:
+def _database_url(r: Reader, top: dict[str, Any]) -> str:
     # The environment wins so a password can stay out of the file (systemd EnvironmentFile).
     if r.env.get("GPUWATCH_DATABASE_URL"):
         return r.env["GPUWATCH_DATABASE_URL"]
@@ -341,7 +235,7 @@ def _database_url(r: _Reader, top: dict[str, Any]) -> str:
     return url
 
 
-def _timezone(r: _Reader, top: dict[str, Any]) -> str:
+def _timezone(r: Reader, top: dict[str, Any]) -> str:
     name = r.string(top, "timezone", "UTC")
     try:
         ZoneInfo(name)
@@ -351,7 +245,7 @@ def _timezone(r: _Reader, top: dict[str, Any]) -> str:
     return name
 
 
-def _daemon(r: _Reader, top: dict[str, Any]) -> DaemonConfig:
+def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
     t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen"})
     listen = r.string(t, "daemon.metrics_listen", DEFAULT_LISTEN)
     if listen and parse_listen(listen) is None:
@@ -372,7 +266,7 @@ def parse_listen(listen: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
-def _collectors(r: _Reader, top: dict[str, Any]) -> CollectorsConfig:
+def _collectors(r: Reader, top: dict[str, Any]) -> CollectorsConfig:
     t = r.sub(top, "collectors", {"nvml"})
     nvml = r.table(t.get("collectors.nvml", {}), "collectors.nvml", {"enabled"})
     return CollectorsConfig(
@@ -380,20 +274,12 @@ def _collectors(r: _Reader, top: dict[str, Any]) -> CollectorsConfig:
     )
 
 
-def _array(r: _Reader, top: dict[str, Any], key: str) -> list[Any]:
-    value = top.get(key, [])
-    if not isinstance(value, list):
-        r.problem(key, f"expected an array of tables ([[{key}]]), got {_kind(value)}")
-        return []
-    return value
-
-
-def _targets(r: _Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
+def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     out: list[TargetConfig] = []
     names: set[str] = set()
     allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
-               "timeout", "max_response_bytes"}  # fmt: skip
-    for i, item in enumerate(_array(r, top, "targets")):
+               "timeout", "max_response_bytes", "unit", "gpus"}  # fmt: skip
+    for i, item in enumerate(r.array(top, "targets")):
         path = f"targets[{i}]"
         t = r.table(item, path, allowed)
         name = r.optional_string(t, f"{path}.name")
@@ -413,31 +299,50 @@ def _targets(r: _Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
         timeout = r.duration(t, f"{path}.timeout", 5.0)
         model = r.optional_string(t, f"{path}.model")
         cap = r.number(t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True)
+        unit = r.optional_string(t, f"{path}.unit")
+        gpus = _gpu_list(r, t, f"{path}.gpus")
         if name is not None and url is not None:
             names.add(name)
-            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap)))
+            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus))
     return tuple(out)
 
 
-def _rates(r: _Reader, top: dict[str, Any]) -> tuple[RateConfig, ...]:
-    out: list[RateConfig] = []
-    for i, item in enumerate(_array(r, top, "rates")):
-        path = f"rates[{i}]"
-        t = r.table(item, path, {"gpu", "usd_per_hour"})
-        price = r.money(t, f"{path}.usd_per_hour")
-        if price is None and f"{path}.usd_per_hour" not in t:
-            r.problem(f"{path}.usd_per_hour", "missing (the price of the GPU per hour)")
-        if price is not None:
-            out.append(RateConfig(usd_per_hour=price, gpu=r.string(t, f"{path}.gpu", "*")))
-    return tuple(out)
+def _gpu_list(r: Reader, t: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = t.get(key, [])
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in items):
+        r.problem(key, f'expected GPU indexes or UUIDs like [0, 1] or ["GPU-..."], got {value!r}')
+        return ()
+    return tuple(str(v) for v in items)
 
 
-def _budget(r: _Reader, top: dict[str, Any]) -> BudgetConfig:
+def _cost(r: Reader, top: dict[str, Any]) -> CostConfig:
+    t = r.sub(top, "cost", {"useful_tokens", "shared_gpu_split"})
+    tokens = r.string(t, "cost.useful_tokens", "output")
+    split = r.string(t, "cost.shared_gpu_split", "memory")
+    if tokens not in ("output", "output+prompt"):
+        r.problem("cost.useful_tokens", f"expected 'output' or 'output+prompt', got {tokens!r}")
+    if split not in ("memory", "equal"):
+        r.problem("cost.shared_gpu_split", f"expected 'memory' or 'equal', got {split!r}")
+    return CostConfig(useful_tokens=tokens, shared_gpu_split=split)
+
+
+def _retention(r: Reader, top: dict[str, Any]) -> RetentionConfig:
+    t = r.sub(top, "retention", {"raw", "per_minute", "per_hour"})
+    d = RetentionConfig()
+    return RetentionConfig(
+        raw_seconds=r.duration(t, "retention.raw", d.raw_seconds),
+        minute_seconds=r.duration(t, "retention.per_minute", d.minute_seconds),
+        hour_seconds=r.duration(t, "retention.per_hour", d.hour_seconds),
+    )
+
+
+def _budget(r: Reader, top: dict[str, Any]) -> BudgetConfig:
     t = r.sub(top, "budget", {"monthly_usd"})
     return BudgetConfig(monthly_usd=r.money(t, "budget.monthly_usd"))
 
 
-def _notify(r: _Reader, top: dict[str, Any]) -> NotifyConfig:
+def _notify(r: Reader, top: dict[str, Any]) -> NotifyConfig:
     t = r.sub(top, "notify", {"slack", "alertmanager"})
     slack = r.table(
         t.get("notify.slack", {}),

@@ -19,7 +19,7 @@ from collectors.base import CollectError, Collector, NoData, Sample
 
 log = logging.getLogger(__name__)
 
-HEALTH_COLLECTOR = "gpuwatch"
+DERIVED_COLLECTOR = "gpuwatch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +37,17 @@ class CollectorRun:
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """Everything one tick collected: per-collector runs plus the derived health samples."""
+    """Everything one tick collected: per-collector runs plus the samples gpuwatch derives
+    itself (collector health, target allocation), stored under the collector "gpuwatch"."""
 
     ts: datetime
     runs: tuple[CollectorRun, ...]
-    health: tuple[Sample, ...]
+    derived: tuple[Sample, ...]
 
     def tagged_samples(self) -> list[tuple[str, Sample]]:
-        """(collector name, sample) for every sample of the round, health last."""
+        """(collector name, sample) for every sample of the round, derived ones last."""
         tagged = [(run.collector, s) for run in self.runs for s in run.samples]
-        tagged.extend((HEALTH_COLLECTOR, s) for s in self.health)
+        tagged.extend((DERIVED_COLLECTOR, s) for s in self.derived)
         return tagged
 
 
@@ -83,7 +84,7 @@ class CollectorRunner:
             start, future = started[c.name]
             outcomes[c.name] = self._await(c, start, future)
         runs = tuple(self._record(c, now, outcomes[c.name]) for c in self.collectors)
-        return Round(ts=now, runs=runs, health=tuple(self._health(runs, now)))
+        return Round(ts=now, runs=runs, derived=tuple(self._health(runs, now)))
 
     def close(self) -> None:
         if self._pool is not None:

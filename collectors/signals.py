@@ -58,6 +58,10 @@ GPU_SIGNALS = (
         "Clock throttle reasons bitmask (NVML clocks event reasons).",
     ),
     _g("gpuwatch_gpu_process_memory_bytes", "Device memory used by one process, bytes."),
+    _g(
+        "gpuwatch_target_gpu_memory_bytes",
+        "Device memory used by a serving target's processes on a GPU (the allocation basis).",
+    ),
 )
 
 # Engine signals carry host, target, engine (vllm|sglang|tgi|llamacpp) and model. Counters and

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Numeric,
     String,
     Table,
     Text,
@@ -107,4 +108,96 @@ collector_runs = Table(
     Column("samples", Integer, nullable=False),
     Column("error", Text, nullable=True),
     Index("ix_collector_runs_host_collector_ts", "host", "collector", "ts"),
+)
+
+# Aggregates of raw samples per series, at 60 s and 3600 s resolution: what month-long questions
+# read instead of raw samples. ``increase`` is the restart-safe increase of a counter (or a
+# histogram bucket) over the bucket; None for gauges.
+rollups = Table(
+    "rollups",
+    metadata,
+    Column("series_id", Integer, ForeignKey("series.id", ondelete="CASCADE"), primary_key=True),
+    Column("resolution", Integer, primary_key=True),  # seconds: 60 or 3600
+    Column("start", UtcDateTime(), primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("sum", Double, nullable=False),
+    Column("min", Double, nullable=False),
+    Column("max", Double, nullable=False),
+    Column("last", Double, nullable=False),
+    Column("increase", Double, nullable=True),
+    Index("ix_rollups_resolution_start", "resolution", "start"),
+)
+
+# The cost ledger per GPU and bucket: metered uptime (seconds covered by observations), busy
+# seconds (uptime x utilisation), energy and what it cost by the rate card.
+gpu_usage = Table(
+    "gpu_usage",
+    metadata,
+    Column("host", String(255), primary_key=True),
+    Column("gpu_uuid", String(100), primary_key=True),
+    Column("resolution", Integer, primary_key=True),
+    Column("start", UtcDateTime(), primary_key=True),
+    Column("gpu_index", String(16), nullable=False),
+    Column("observed_seconds", Double, nullable=False),
+    Column("busy_seconds", Double, nullable=False),
+    Column("energy_joules", Double, nullable=True),
+    Column("cost_usd", Numeric(24, 12), nullable=True),  # None: no rate covers this GPU
+    Index("ix_gpu_usage_resolution_start", "resolution", "start"),
+)
+
+# The share of a GPU's bucket that each serving target used, and its cost.
+gpu_allocations = Table(
+    "gpu_allocations",
+    metadata,
+    Column("host", String(255), primary_key=True),
+    Column("gpu_uuid", String(100), primary_key=True),
+    Column("target", String(255), primary_key=True),
+    Column("resolution", Integer, primary_key=True),
+    Column("start", UtcDateTime(), primary_key=True),
+    Column("seconds", Double, nullable=False),
+    Column("busy_seconds", Double, nullable=False),
+    Column("cost_usd", Numeric(24, 12), nullable=True),
+    Index("ix_gpu_allocations_resolution_start", "resolution", "start"),
+)
+
+# How far each host's rollup has got (exclusive end of the last complete bucket).
+rollup_state = Table(
+    "rollup_state",
+    metadata,
+    Column("host", String(255), primary_key=True),
+    Column("job", String(64), primary_key=True),
+    Column("watermark", UtcDateTime(), nullable=False),
+)
+
+# Money as providers report it: billing APIs and FOCUS exports. (source, record_id) is stable
+# across fetches, so storing a record again replaces it instead of counting it twice.
+cost_records = Table(
+    "cost_records",
+    metadata,
+    Column("source", String(255), primary_key=True),
+    Column("record_id", String(255), primary_key=True),
+    Column("kind", String(16), nullable=False),  # list | billed | effective
+    Column("resource", String(255), nullable=False),
+    Column("period_start", UtcDateTime(), nullable=False),
+    Column("period_end", UtcDateTime(), nullable=False),
+    Column("amount", Numeric(24, 12), nullable=False),
+    Column("currency", String(8), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("imported_at", UtcDateTime(), nullable=False),
+    Index("ix_cost_records_period_start", "period_start"),
+)
+
+# Resources a provider bills by the hour (pods, instances) and what gpuwatch saw of them:
+# Lambda has no billing history, so runtime is counted from when gpuwatch first saw it.
+billing_resources = Table(
+    "billing_resources",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("resource", String(255), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("usd_per_hour", Numeric(24, 12), nullable=False),
+    Column("first_seen", UtcDateTime(), nullable=False),
+    Column("last_seen", UtcDateTime(), nullable=False),
+    Column("metered_usd", Numeric(24, 12), nullable=False),
 )

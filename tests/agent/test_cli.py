@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from migrations.runner import head_revision
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,9 +125,10 @@ def test_db_upgrade_and_current_on_postgresql(
     assert main(["collect", "--once"]) == 1  # the daemon's path refuses an outdated schema
     assert "run `gpuwatch db upgrade`" in capsys.readouterr().err
     assert main(["db", "upgrade"]) == 0
-    assert "database at 0001 (was empty)" in capsys.readouterr().out
+    head = head_revision()
+    assert f"database at {head} (was empty)" in capsys.readouterr().out
     assert main(["db", "current"]) == 0
-    assert "current 0001, head 0001 (up to date)" in capsys.readouterr().out
+    assert f"current {head}, head {head} (up to date)" in capsys.readouterr().out
 
 
 def test_db_current_does_not_create_a_sqlite_file(

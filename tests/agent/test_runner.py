@@ -43,11 +43,11 @@ def test_a_failing_collector_spares_the_others_and_is_timed() -> None:
         ("good", True, 1),
     ]
     assert round_.runs[0].error == "RuntimeError: bug"
-    assert health(round_.health, "broken") == {
+    assert health(round_.derived, "broken") == {
         "gpuwatch_collector_success": 0.0,
         "gpuwatch_collector_duration_seconds": 0.25,
     }
-    assert health(round_.health, "good")["gpuwatch_collector_last_success_timestamp_seconds"] == (
+    assert health(round_.derived, "good")["gpuwatch_collector_last_success_timestamp_seconds"] == (
         T0.timestamp()
     )
 
@@ -61,7 +61,7 @@ def test_failure_is_logged_once_and_recovery_once(caplog: pytest.LogCaptureFixtu
         for i in range(1, 4):
             round_ = runner.run(T0 + timedelta(seconds=10 * i))
         # Blind, but the last success is still reported: alerts can tell how long.
-        assert health(round_.health, "nvml")[
+        assert health(round_.derived, "nvml")[
             "gpuwatch_collector_last_success_timestamp_seconds"
         ] == (T0.timestamp())
         source.outcome = None

@@ -73,7 +73,7 @@ def test_a_broken_target_is_down_stores_nothing_and_spares_the_others(
     assert line.startswith(f"collector target/bad failed: target bad ({bad.url}): ")
     assert problem in line
     assert "s3cret-token" not in line
-    up = {s.labels["target"]: s.value for s in round_.health if s.metric == "gpuwatch_target_up"}
+    up = {s.labels["target"]: s.value for s in round_.derived if s.metric == "gpuwatch_target_up"}
     assert up == {"good": 1.0, "bad": 0.0}
     stored = {
         s.labels.get("model") for s in app.store.samples("gpuwatch_engine_prompt_tokens_total")

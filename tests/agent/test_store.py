@@ -15,7 +15,7 @@ from agent.db import open_database, upgrade_database
 from agent.runner import CollectorRunner
 from agent.store import Store
 from collectors.base import CollectError, Sample
-from migrations.runner import SchemaError
+from migrations.runner import SchemaError, head_revision
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -42,7 +42,10 @@ def test_sqlite_is_private_in_wal_mode_and_upgraded_on_first_start(tmp_path: Pat
     engine = open_database(f"sqlite:///{path}")
     with engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert (
+            conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            == head_revision()
+        )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     engine.dispose()

@@ -1,0 +1,180 @@
+"""Which serving target uses which GPU, from the per-process GPU memory of each tick.
+
+A GPU process belongs to a target when, in this order:
+1. the target's ``unit`` (systemd unit or container, as NVML's process samples name it) matches;
+2. the process, or one of its ancestors, listens on the port of the target's loopback URL
+   (vLLM V1's GPU worker is a child of the API server that owns the port);
+3. the host serves a single target: every GPU process is that target's.
+A target's ``gpus`` restricts it to those GPUs; when such a GPU shows no processes (process
+listing not supported), the whole GPU is the target's. The result is one derived sample per
+(GPU, target): ``gpuwatch_target_gpu_memory_bytes``, the basis of the memory-share split.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from collectors.base import Sample
+
+METRIC = "gpuwatch_target_gpu_memory_bytes"
+PROCESS = "gpuwatch_gpu_process_memory_bytes"
+USED = "gpuwatch_gpu_memory_used_bytes"
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "[::1]")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPlacement:
+    """What allocation needs to know of a configured target."""
+
+    name: str
+    url: str
+    unit: str | None = None
+    gpus: tuple[str, ...] = ()
+
+    @property
+    def port(self) -> int | None:
+        parts = urlsplit(self.url)
+        if parts.hostname not in LOOPBACK:
+            return None  # a remote engine: its processes are not on this host
+        return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+@dataclass
+class Allocator:
+    """Turns a round's process samples into per-target GPU memory; caches pid -> target."""
+
+    host: str
+    targets: Sequence[TargetPlacement]
+    proc_root: Path = Path("/proc")
+    _by_pid: dict[int, str | None] = field(default_factory=dict)
+
+    def samples(self, round_samples: Iterable[Sample], now: datetime) -> list[Sample]:
+        if not self.targets:
+            return []
+        processes: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+        used: dict[tuple[str, str], float] = {}
+        for s in round_samples:
+            if "mig_instance" in s.labels and s.metric == USED:
+                continue  # an instance's memory, not the GPU's; its processes count for the GPU
+            gpu = (s.labels.get("gpu_uuid", ""), s.labels.get("gpu_index", ""))
+            if s.metric == PROCESS:
+                processes[gpu].append(s)
+            elif s.metric == USED:
+                used[gpu] = s.value
+        memory = self._memory(processes, used)
+        self._forget_exited({int(s.labels["pid"]) for ps in processes.values() for s in ps})
+        return [
+            Sample(metric=METRIC, value=value, ts=now, labels={
+                "host": self.host, "gpu_uuid": uuid, "gpu_index": index, "target": target})
+            for (uuid, index, target), value in sorted(memory.items())
+        ]  # fmt: skip
+
+    def _memory(
+        self,
+        processes: Mapping[tuple[str, str], list[Sample]],
+        used: Mapping[tuple[str, str], float],
+    ) -> dict[tuple[str, str, str], float]:
+        out: dict[tuple[str, str, str], float] = defaultdict(float)
+        for gpu in set(processes) | set(used):
+            eligible = [t for t in self.targets if not t.gpus or set(gpu) & set(t.gpus)]
+            attributed = False
+            for s in processes.get(gpu, []):
+                target = self._target_of(int(s.labels["pid"]), s.labels.get("unit", ""), eligible)
+                if target is not None:
+                    out[(*gpu, target)] += s.value
+                    attributed = True
+            if not attributed and not processes.get(gpu) and gpu in used:
+                for t in eligible:
+                    if t.gpus:  # claimed by configuration, processes unknown: the whole GPU
+                        out[(*gpu, t.name)] += used[gpu]
+        return out
+
+    def _target_of(self, pid: int, unit: str, eligible: Sequence[TargetPlacement]) -> str | None:
+        if pid not in self._by_pid:
+            self._by_pid[pid] = self._resolve(pid, unit, eligible)
+        target = self._by_pid[pid]
+        return target if any(t.name == target for t in eligible) else None
+
+    def _resolve(self, pid: int, unit: str, eligible: Sequence[TargetPlacement]) -> str | None:
+        for t in eligible:
+            if t.unit and unit and t.unit == unit:
+                return t.name
+        ports = {t.port: t.name for t in eligible if t.port is not None}
+        if ports:
+            owner = self._listening_owner(pid, ports)
+            if owner is not None:
+                return owner
+        if len(self.targets) == 1 and eligible:
+            return eligible[0].name
+        return None
+
+    def _listening_owner(self, pid: int, ports: Mapping[int, str]) -> str | None:
+        inodes = listening_inodes(self.proc_root, set(ports))
+        if not inodes:
+            return None
+        for ancestor in ancestors(self.proc_root, pid):
+            for inode in socket_inodes(self.proc_root, ancestor):
+                if inode in inodes:
+                    return ports[inodes[inode]]
+        return None
+
+    def _forget_exited(self, alive: set[int]) -> None:
+        for pid in [p for p in self._by_pid if p not in alive]:
+            del self._by_pid[pid]
+
+
+def listening_inodes(proc_root: Path, ports: set[int]) -> dict[int, int]:
+    """Socket inode -> port, for TCP sockets listening on one of ``ports`` (IPv4 and IPv6)."""
+    out: dict[int, int] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc_root / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A":  # 0A: TCP_LISTEN
+                continue
+            port = int(fields[1].rsplit(":", 1)[1], 16)
+            if port in ports:
+                out[int(fields[9])] = port
+    return out
+
+
+def ancestors(proc_root: Path, pid: int, depth: int = 8) -> list[int]:
+    """``pid`` and its parents, nearest first, up to ``depth`` (stops at init or on error)."""
+    chain = [pid]
+    while len(chain) < depth:
+        try:
+            stat = (proc_root / str(chain[-1]) / "stat").read_text()
+        except OSError:
+            break
+        # The command name may contain spaces and parentheses: fields follow the last ")".
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid <= 1:
+            break
+        chain.append(ppid)
+    return chain
+
+
+def socket_inodes(proc_root: Path, pid: int) -> set[int]:
+    fd_dir = proc_root / str(pid) / "fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:  # exited, or not ours to read
+        return set()
+    out: set[int] = set()
+    for name in names:
+        try:
+            link = os.readlink(fd_dir / name)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out.add(int(link[8:-1]))
+    return out

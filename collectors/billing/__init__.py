@@ -1,0 +1,1 @@
+"""Pricing sources: the outside world (provider APIs, FOCUS exports) as cost records and rates."""
