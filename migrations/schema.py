@@ -142,6 +142,7 @@ gpu_usage = Table(
     Column("busy_seconds", Double, nullable=False),
     Column("energy_joules", Double, nullable=True),
     Column("cost_usd", Numeric(24, 12), nullable=True),  # None: no rate covers this GPU
+    Column("idle_cost_usd", Numeric(24, 12), nullable=True),  # cost x (1 - utilisation)
     Index("ix_gpu_usage_resolution_start", "resolution", "start"),
 )
 

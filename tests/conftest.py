@@ -8,16 +8,26 @@ The fake NVML library (tests/fakenvml) is shared by the collector, CLI and daemo
 
 from __future__ import annotations
 
+import ctypes
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import pynvml
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests.fakenvml.build import LIB_NAME, OLD_DRIVER_DIR, SOURCE, build
+from tests.fakenvml.build import (
+    LIB_NAME,
+    OLD_DRIVER_DIR,
+    SOURCE,
+    FakeNvmlConfig,
+    build,
+    write_config,
+)
 
 
 def _admin_url() -> str | None:
@@ -74,3 +84,36 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build(folder)
     build(folder / OLD_DRIVER_DIR, old_driver=True)
     return folder
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_library(fake_nvml_dir: Path) -> Path:
+    """The fake, loaded into this process so that pynvml uses it."""
+    library = fake_nvml_dir / LIB_NAME
+    ctypes.CDLL(str(library))
+    loaded = pynvml.nvmlLib if pynvml.nvmlLib is not None else ctypes.CDLL(LIB_NAME)
+    if not hasattr(loaded, "gpuwatch_fake_nvml"):
+        pytest.fail("another libnvidia-ml.so.1 was loaded before the fake; cannot test over it")
+    return library
+
+
+@dataclass
+class FakeNvml:
+    """The fake's config file for one test; ``write`` changes the "hardware" at once."""
+
+    path: Path
+
+    def write(self, config: FakeNvmlConfig) -> None:
+        write_config(self.path, config)
+
+    def remove(self) -> None:
+        """Driver unloaded: the fake answers NVML_ERROR_DRIVER_NOT_LOADED."""
+        self.path.unlink()
+
+
+@pytest.fixture
+def fake_nvml(fake_nvml_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
+    """No config written yet (= driver not loaded) until the test calls ``write``."""
+    path = tmp_path / "fake-nvml.txt"
+    monkeypatch.setenv("FAKE_NVML_CONFIG", str(path))
+    return FakeNvml(path)

@@ -77,6 +77,7 @@ def upgrade() -> None:
         sa.Column("busy_seconds", sa.Double(), nullable=False),
         sa.Column("energy_joules", sa.Double(), nullable=True),
         sa.Column("cost_usd", sa.Numeric(precision=24, scale=12), nullable=True),
+        sa.Column("idle_cost_usd", sa.Numeric(precision=24, scale=12), nullable=True),
         sa.PrimaryKeyConstraint(
             "host", "gpu_uuid", "resolution", "start", name=op.f("pk_gpu_usage")
         ),

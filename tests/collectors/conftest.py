@@ -8,50 +8,13 @@ Each test writes its own "hardware" file and points $FAKE_NVML_CONFIG at it.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-import pynvml
 import pytest
 
 from collectors.nvml import NvmlCollector
-from tests.fakenvml.build import LIB_NAME, FakeNvmlConfig, write_config
-
-
-@pytest.fixture(scope="session")
-def fake_nvml_library(fake_nvml_dir: Path) -> Path:
-    """The fake, loaded into this process so that pynvml uses it."""
-    library = fake_nvml_dir / LIB_NAME
-    ctypes.CDLL(str(library))
-    loaded = pynvml.nvmlLib if pynvml.nvmlLib is not None else ctypes.CDLL(LIB_NAME)
-    if not hasattr(loaded, "gpuwatch_fake_nvml"):
-        pytest.fail("another libnvidia-ml.so.1 was loaded before the fake; cannot test over it")
-    return library
-
-
-@dataclass
-class FakeNvml:
-    """The fake's config file for one test; ``write`` changes the "hardware" at once."""
-
-    path: Path
-
-    def write(self, config: FakeNvmlConfig) -> None:
-        write_config(self.path, config)
-
-    def remove(self) -> None:
-        """Driver unloaded: the fake answers NVML_ERROR_DRIVER_NOT_LOADED."""
-        self.path.unlink()
-
-
-@pytest.fixture
-def fake_nvml(fake_nvml_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
-    """No config written yet (= driver not loaded) until the test calls ``write``."""
-    path = tmp_path / "fake-nvml.txt"
-    monkeypatch.setenv("FAKE_NVML_CONFIG", str(path))
-    return FakeNvml(path)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import pytest
 from collectors.base import CollectError, Sample
 from collectors.nvml import NvmlCollector
 from collectors.signals import GPU_SIGNALS
-from tests.collectors.conftest import FakeNvml
+from tests.conftest import FakeNvml
 from tests.fakenvml.build import (
     LIB_NAME,
     OLD_DRIVER_DIR,

@@ -1,0 +1,269 @@
+"""Cost per million useful tokens over a window, from the rollups and the cost ledger.
+
+A window reads per-hour rows where whole hours are rolled up and per-minute rows for the rest,
+never raw samples. Costs come from the ledger (rate card x metered uptime, split by target);
+useful tokens from the counters' restart-safe increases. A target's cost is shared among the
+models it served in proportion to their useful tokens (a target serving one model, the usual
+case, gives it all). Money stays Decimal throughout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, Select, select
+
+from migrations.schema import gpu_allocations, gpu_usage, rollups, series
+
+MINUTE, HOUR = 60, 3600
+OUTPUT = "gpuwatch_engine_generation_tokens_total"
+PROMPT_COMPUTED = "gpuwatch_engine_prompt_tokens_computed_total"
+PROMPT = "gpuwatch_engine_prompt_tokens_total"
+MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    output: float = 0.0
+    prompt: float = 0.0  # computed prompt tokens where the engine says, else all prompt tokens
+
+    def useful(self, rule: str) -> float:
+        return self.output + (self.prompt if rule == "output+prompt" else 0.0)
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.output + other.output, self.prompt + other.prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One row of a cost breakdown (a model, a host, a GPU or the fleet)."""
+
+    name: str
+    cost_usd: Decimal
+    useful_tokens: float
+    output_tokens: float
+    total_tokens: float
+
+    @property
+    def usd_per_million_tokens(self) -> Decimal | None:
+        if self.useful_tokens <= 0:
+            return None
+        return self.cost_usd / Decimal(repr(self.useful_tokens)) * MILLION
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLine:
+    host: str
+    gpu_uuid: str
+    gpu_index: str
+    cost_usd: Decimal
+    idle_cost_usd: Decimal
+    observed_seconds: float
+    busy_seconds: float
+
+    @property
+    def utilization(self) -> float | None:
+        return self.busy_seconds / self.observed_seconds if self.observed_seconds else None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Everything a window costs and produced."""
+
+    start: datetime
+    end: datetime
+    fleet: Line
+    models: tuple[Line, ...]
+    hosts: tuple[Line, ...]
+    gpus: tuple[GpuLine, ...]
+    gpu_seconds: float
+    busy_seconds: float
+    allocated_seconds: float
+    allocated_busy_seconds: float
+    idle_cost_usd: Decimal
+
+    @property
+    def idle_loaded_seconds(self) -> float:
+        """Allocated to a serving target, but the GPU was not busy."""
+        return self.allocated_seconds - self.allocated_busy_seconds
+
+    @property
+    def unallocated_seconds(self) -> float:
+        """Billed and watched, but no serving target used the GPU."""
+        return self.gpu_seconds - self.allocated_seconds
+
+
+def summarize(
+    engine: Engine,
+    start: datetime,
+    end: datetime,
+    *,
+    useful: str = "output",
+    host: str | None = None,
+) -> Summary:
+    """Cost, tokens and GPU time over (start, end] (minute-aligned edges are exact)."""
+    with engine.connect() as conn:
+        usage = list(conn.execute(_pick(gpu_usage, start, end, host)).mappings())
+        allocations = list(conn.execute(_pick(gpu_allocations, start, end, host)).mappings())
+        tokens = _tokens(conn.execute(_token_query(start, end, host)).all())
+    usage = _without_covered_minutes(usage)
+    allocations = _without_covered_minutes(allocations)
+    return _summary(start, end, usage, allocations, tokens, useful)
+
+
+def _pick(table: Any, start: datetime, end: datetime, host: str | None) -> Select[Any]:
+    hour_end = end - timedelta(seconds=HOUR)
+    minute_end = end - timedelta(seconds=MINUTE)
+    query = select(table).where(
+        table.c.start >= start,
+        ((table.c.resolution == HOUR) & (table.c.start <= hour_end))
+        | ((table.c.resolution == MINUTE) & (table.c.start <= minute_end)),
+    )
+    return query if host is None else query.where(table.c.host == host)
+
+
+def _without_covered_minutes(rows: Sequence[Any]) -> list[Any]:
+    """Minute rows whose hour is already there as an hour row are dropped (no double count)."""
+    hours = {(r["host"], r["start"]) for r in rows if r["resolution"] == HOUR}
+    return [
+        r
+        for r in rows
+        if r["resolution"] == HOUR
+        or (r["host"], r["start"].replace(minute=0, second=0, microsecond=0)) not in hours
+    ]
+
+
+def _token_query(start: datetime, end: datetime, host: str | None) -> Select[Any]:
+    query = (
+        select(
+            series.c.host,
+            series.c.metric,
+            series.c.labels,
+            rollups.c.resolution,
+            rollups.c.start,
+            rollups.c.increase,
+        )  # fmt: skip
+        .join(series, series.c.id == rollups.c.series_id)
+        .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT)), rollups.c.start >= start)
+        .where(
+            ((rollups.c.resolution == HOUR) & (rollups.c.start <= end - timedelta(seconds=HOUR)))
+            | (
+                (rollups.c.resolution == MINUTE)
+                & (rollups.c.start <= end - timedelta(seconds=MINUTE))
+            )
+        )
+    )
+    return query if host is None else query.where(series.c.host == host)
+
+
+TokenKey = tuple[str, str, str]  # (host, target, model)
+
+
+def _tokens(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
+    rows = list(rows)
+    hours = {(h, lj, s) for h, _, lj, res, s, _ in rows if res == HOUR}
+    per: dict[tuple[TokenKey, str], float] = defaultdict(float)
+    for host, metric, labels_json, resolution, start, increase in rows:
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        if increase is None or (resolution == MINUTE and (host, labels_json, hour) in hours):
+            continue
+        labels = json.loads(labels_json)
+        key = (host, labels.get("target", ""), labels.get("model", ""))
+        per[(key, metric)] += increase
+    out: dict[TokenKey, Tokens] = {}
+    for key in {k for k, _ in per}:
+        computed = per.get((key, PROMPT_COMPUTED))
+        prompt = computed if computed is not None else per.get((key, PROMPT), 0.0)
+        out[key] = Tokens(per.get((key, OUTPUT), 0.0), prompt)
+    return out
+
+
+def _summary(
+    start: datetime,
+    end: datetime,
+    usage: Sequence[Any],
+    allocations: Sequence[Any],
+    tokens: Mapping[TokenKey, Tokens],
+    rule: str,
+) -> Summary:
+    target_cost: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for a in allocations:
+        target_cost[(a["host"], a["target"])] += a["cost_usd"] or Decimal(0)
+    models = _model_lines(target_cost, tokens, rule)
+    gpus = _gpu_lines(usage)
+    hosts = _host_lines(gpus, tokens, rule)
+    total_tokens = sum(tokens.values(), Tokens())
+    fleet_cost = sum((g.cost_usd for g in gpus), Decimal(0))
+    return Summary(
+        start=start,
+        end=end,
+        fleet=_line("fleet", fleet_cost, total_tokens, rule),
+        models=models,
+        hosts=hosts,
+        gpus=gpus,
+        gpu_seconds=sum(g.observed_seconds for g in gpus),
+        busy_seconds=sum(g.busy_seconds for g in gpus),
+        allocated_seconds=sum(a["seconds"] for a in allocations),
+        allocated_busy_seconds=sum(a["busy_seconds"] for a in allocations),
+        idle_cost_usd=sum((g.idle_cost_usd for g in gpus), Decimal(0)),
+    )
+
+
+def _line(name: str, cost: Decimal, tokens: Tokens, rule: str) -> Line:
+    return Line(name, cost, tokens.useful(rule), tokens.output, tokens.output + tokens.prompt)
+
+
+def _model_lines(
+    target_cost: Mapping[tuple[str, str], Decimal], tokens: Mapping[TokenKey, Tokens], rule: str
+) -> tuple[Line, ...]:
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    produced: dict[str, Tokens] = defaultdict(Tokens)
+    by_target: dict[tuple[str, str], dict[str, Tokens]] = defaultdict(dict)
+    for (host, target, model), t in tokens.items():
+        by_target[(host, target)][model] = t
+        produced[model] = produced[model] + t
+    for key, amount in target_cost.items():
+        models = by_target.get(key) or {key[1]: Tokens()}  # no tokens seen: the target's name
+        total = sum(t.useful(rule) for t in models.values())
+        for model, t in models.items():
+            share = Decimal(repr(t.useful(rule) / total)) if total else Decimal(1) / len(models)
+            cost[model] += amount * share
+    names = sorted(set(cost) | set(produced))
+    return tuple(_line(m, cost.get(m, Decimal(0)), produced.get(m, Tokens()), rule) for m in names)
+
+
+def _gpu_lines(usage: Sequence[Any]) -> tuple[GpuLine, ...]:
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in usage:
+        a = acc.setdefault((row["host"], row["gpu_uuid"]), {
+            "index": row["gpu_index"], "cost": Decimal(0), "idle": Decimal(0),
+            "observed": 0.0, "busy": 0.0})  # fmt: skip
+        a["cost"] += row["cost_usd"] or Decimal(0)
+        a["idle"] += row["idle_cost_usd"] or Decimal(0)
+        a["observed"] += row["observed_seconds"]
+        a["busy"] += row["busy_seconds"]
+    return tuple(
+        GpuLine(host, uuid, a["index"], a["cost"], a["idle"], a["observed"], a["busy"])
+        for (host, uuid), a in sorted(acc.items())
+    )
+
+
+def _host_lines(
+    gpus: Sequence[GpuLine], tokens: Mapping[TokenKey, Tokens], rule: str
+) -> tuple[Line, ...]:
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    produced: dict[str, Tokens] = defaultdict(Tokens)
+    for g in gpus:
+        cost[g.host] += g.cost_usd
+    for (host, _, _), t in tokens.items():
+        produced[host] = produced[host] + t
+    return tuple(
+        _line(h, cost.get(h, Decimal(0)), produced.get(h, Tokens()), rule)
+        for h in sorted(set(cost) | set(produced))
+    )
