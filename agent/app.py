@@ -11,11 +11,14 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.allocation import Allocator, TargetPlacement
+from agent.billing import BillingJob
 from agent.config import Config, TargetConfig
+from agent.cost_metrics import cost_samples, hourly_prices
 from agent.db import open_database
+from agent.rollup import Rollup
 from agent.runner import CollectorRunner, Round
 from agent.store import Store
-from collectors.base import Collector
+from collectors.base import Collector, Sample
 from collectors.scrape import ScrapeCollector, TargetSpec
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,8 @@ class App:
     store: Store
     runner: CollectorRunner
     allocator: Allocator
+    rollup: Rollup
+    billing: BillingJob
     _store_failing: bool = False
 
     @classmethod
@@ -74,6 +79,8 @@ class App:
             Store(engine, config.host),
             CollectorRunner(config.host, chosen),
             Allocator(config.host, placements),
+            Rollup.from_config(engine, config),
+            BillingJob(engine, config.billing),
         )
 
     def tick(self, now: datetime) -> Round:
@@ -83,8 +90,9 @@ class App:
         briefly unavailable must not blind /metrics, and the next tick writes again.
         """
         round_ = self.runner.run(now)
-        allocation = self.allocator.samples((s for _, s in round_.tagged_samples()), now)
-        round_ = replace(round_, derived=round_.derived + tuple(allocation))
+        samples = [s for _, s in round_.tagged_samples()]
+        derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
+        round_ = replace(round_, derived=round_.derived + tuple(derived))
         try:
             self.store.write_round(round_)
         except SQLAlchemyError as exc:
@@ -97,9 +105,15 @@ class App:
             self._store_failing = False
         return round_
 
+    def roll_up(self, now: datetime) -> list[Sample]:
+        """Roll up what is complete, then recompute the cost signals from the rollups."""
+        self.rollup.run(now)
+        return cost_samples(self.engine, self.config, now)
+
     def close(self) -> None:
         """Release the collectors (NVML session, HTTP clients), the workers and the database."""
         self.runner.close()
+        self.billing.close()
         for collector in self.runner.collectors:
             close = getattr(collector, "close", None)
             if callable(close):

@@ -9,9 +9,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agent import __version__
+from agent import __version__, breakeven_cli, cost_cli
 from agent.app import App, utc_now
 from agent.config import Config, ConfigError, load_config
+from agent.cost_cli import measured_workload
 from agent.db import create_engine, is_sqlite, sqlite_path
 from collectors.base import GpuwatchError
 from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", help="validate the configuration offline")
     _config_arg(check)
 
+    breakeven_cli.add_parser(sub)
+    cost_cli.add_parsers(sub)
+
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     for name, text in (
@@ -86,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "collect": cmd_collect,
         "check-config": cmd_check_config,
         "db": cmd_db,
+        "breakeven": cmd_breakeven,
+        "cost": cmd_cost,
+        "import": cmd_import,
     }
     try:
         return handlers[args.command](args)
@@ -132,6 +139,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
     for run in failed:
         print(f"gpuwatch: collector {run.collector} failed: {run.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def cmd_breakeven(args: argparse.Namespace) -> int:
+    config = load_config(getattr(args, "config", None))
+    return breakeven_cli.run(args, measured=lambda window: measured_workload(config, window))
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    return cost_cli.run_cost(args, load_config(args.config), utc_now())
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    return cost_cli.run_import_focus(args, load_config(args.config), utc_now())
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from agent.config_reader import Reader
 from agent.ratecard import Rate, RateCard, parse_rates
 from agent.secret import Secret
 from collectors.base import GpuwatchError
+from collectors.billing.registry import PROVIDERS
 
 DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
 DEFAULT_LISTEN = "127.0.0.1:9877"
@@ -80,6 +81,16 @@ class CostConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BillingProviderConfig:
+    """One provider API to read spend and live rates from (``[billing.<provider>]``)."""
+
+    provider: str  # runpod | lambda | vast
+    api_key: Secret
+    base_url: str | None = None  # the documented API unless set (tests, proxies)
+    lookback_seconds: float = 2 * 86400  # how far back billed history is re-read each hour
+
+
+@dataclass(frozen=True, slots=True)
 class RetentionConfig:
     """How long each resolution is kept, in seconds."""
 
@@ -124,6 +135,7 @@ class Config:
     rates: tuple[Rate, ...] = ()
     cost: CostConfig = field(default_factory=CostConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     source: str = "built-in defaults"
@@ -197,6 +209,9 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "rates",
             "budget",
             "notify",
+            "cost",
+            "retention",
+            "billing",
         },
     )
     config = Config(
@@ -209,6 +224,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         rates=parse_rates(r, top),
         cost=_cost(r, top),
         retention=_retention(r, top),
+        billing=_billing(r, top),
         budget=_budget(r, top),
         notify=_notify(r, top),
         source=source,
@@ -325,6 +341,27 @@ def _cost(r: Reader, top: dict[str, Any]) -> CostConfig:
     if split not in ("memory", "equal"):
         r.problem("cost.shared_gpu_split", f"expected 'memory' or 'equal', got {split!r}")
     return CostConfig(useful_tokens=tokens, shared_gpu_split=split)
+
+
+def _billing(r: Reader, top: dict[str, Any]) -> tuple[BillingProviderConfig, ...]:
+    t = r.sub(top, "billing", set(PROVIDERS))
+    out: list[BillingProviderConfig] = []
+    for name in sorted(PROVIDERS):
+        if f"billing.{name}" not in t:
+            continue
+        path = f"billing.{name}"
+        section = r.table(t[path], path, {"enabled", "api_key_env", "api_key_file", "base_url",
+                                         "lookback"})  # fmt: skip
+        if not r.boolean(section, f"{path}.enabled", True):
+            continue
+        if f"{path}.api_key_env" not in section and f"{path}.api_key_file" not in section:
+            section[f"{path}.api_key_env"] = PROVIDERS[name].env_var  # the documented variable
+        key = r.secret(section, f"{path}.api_key")
+        base_url = r.optional_string(section, f"{path}.base_url")
+        lookback = r.duration(section, f"{path}.lookback", 2 * 86400)
+        if key is not None:
+            out.append(BillingProviderConfig(name, key, base_url, lookback))
+    return tuple(out)
 
 
 def _retention(r: Reader, top: dict[str, Any]) -> RetentionConfig:

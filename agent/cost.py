@@ -25,6 +25,7 @@ MINUTE, HOUR = 60, 3600
 OUTPUT = "gpuwatch_engine_generation_tokens_total"
 PROMPT_COMPUTED = "gpuwatch_engine_prompt_tokens_computed_total"
 PROMPT = "gpuwatch_engine_prompt_tokens_total"
+REQUESTS = "gpuwatch_engine_requests_finished_total"
 MILLION = Decimal(1_000_000)
 
 
@@ -32,12 +33,15 @@ MILLION = Decimal(1_000_000)
 class Tokens:
     output: float = 0.0
     prompt: float = 0.0  # computed prompt tokens where the engine says, else all prompt tokens
+    requests: float = 0.0  # finished, whatever the reason
 
     def useful(self, rule: str) -> float:
         return self.output + (self.prompt if rule == "output+prompt" else 0.0)
 
     def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.output + other.output, self.prompt + other.prompt)
+        return Tokens(
+            self.output + other.output, self.prompt + other.prompt, self.requests + other.requests
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,7 @@ class Summary:
     allocated_seconds: float
     allocated_busy_seconds: float
     idle_cost_usd: Decimal
+    requests_finished: float
 
     @property
     def idle_loaded_seconds(self) -> float:
@@ -150,7 +155,8 @@ def _token_query(start: datetime, end: datetime, host: str | None) -> Select[Any
             rollups.c.increase,
         )  # fmt: skip
         .join(series, series.c.id == rollups.c.series_id)
-        .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT)), rollups.c.start >= start)
+        .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)))
+        .where(rollups.c.start >= start)
         .where(
             ((rollups.c.resolution == HOUR) & (rollups.c.start <= end - timedelta(seconds=HOUR)))
             | (
@@ -180,7 +186,7 @@ def _tokens(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
     for key in {k for k, _ in per}:
         computed = per.get((key, PROMPT_COMPUTED))
         prompt = computed if computed is not None else per.get((key, PROMPT), 0.0)
-        out[key] = Tokens(per.get((key, OUTPUT), 0.0), prompt)
+        out[key] = Tokens(per.get((key, OUTPUT), 0.0), prompt, per.get((key, REQUESTS), 0.0))
     return out
 
 
@@ -212,6 +218,7 @@ def _summary(
         allocated_seconds=sum(a["seconds"] for a in allocations),
         allocated_busy_seconds=sum(a["busy_seconds"] for a in allocations),
         idle_cost_usd=sum((g.idle_cost_usd for g in gpus), Decimal(0)),
+        requests_finished=total_tokens.requests,
     )
 
 

@@ -30,6 +30,8 @@ from agent.sdnotify import SdNotifier
 log = logging.getLogger(__name__)
 
 JOB_ID = "collect"
+ROLLUP_SECONDS = 60  # rollups and cost signals: minute buckets complete once a minute
+BILLING_SECONDS = 3600  # provider APIs: hourly is within every documented rate limit
 
 
 @dataclass
@@ -94,6 +96,18 @@ class Daemon:
             finally:
                 self._tick_started = None
 
+    def roll_up(self) -> None:
+        """The minute job: rollups, retention, then the cost signals on /metrics."""
+        try:
+            self.latest.update_cost(self.app.roll_up(self.clock()))
+        except Exception:
+            log.exception("rollup failed; it resumes from its watermark next minute")
+
+    def bill(self) -> None:
+        """The hourly job: provider APIs; each failing provider is logged and stores nothing."""
+        if self.app.config.billing:
+            self.app.billing.run(self.clock())
+
     def tick_stuck(self, now_monotonic: float) -> bool:
         """True when the running tick has taken far longer than any healthy one could."""
         started = self._tick_started
@@ -115,6 +129,14 @@ class Daemon:
             misfire_grace_time=max(1, int(interval)),
             next_run_time=utc_now(),  # the scheduler runs on real time, whatever self.clock is
         )
+        self.scheduler.add_job(
+            self.roll_up, "interval", seconds=ROLLUP_SECONDS, id="rollup", max_instances=1,
+            coalesce=True, misfire_grace_time=ROLLUP_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.bill, "interval", seconds=BILLING_SECONDS, id="billing", max_instances=1,
+            coalesce=True, misfire_grace_time=BILLING_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
         self.scheduler.start()
         self.notifier.ready()
         log.info(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import CollectorRegistry
@@ -25,15 +25,20 @@ class LatestRoundCollector:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._samples: tuple[Sample, ...] = ()
+        self._cost: tuple[Sample, ...] = ()  # refreshed after each rollup, not each tick
 
     def update(self, round_: Round) -> None:
         samples = tuple(s for _, s in round_.tagged_samples())
         with self._lock:
             self._samples = samples
 
+    def update_cost(self, samples: Sequence[Sample]) -> None:
+        with self._lock:
+            self._cost = tuple(samples)
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            samples = self._samples
+            samples = self._samples + self._cost
         families: dict[str, list[Sample]] = defaultdict(list)
         for s in samples:
             if s.metric.endswith("_created"):

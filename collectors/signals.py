@@ -85,6 +85,14 @@ ENGINE_SIGNALS = (
     _h("gpuwatch_engine_queue_time_seconds", "Time requests spent queued, seconds."),
 )
 
+COST_SIGNALS = (
+    _g("gpuwatch_gpu_hourly_cost_usd", "What the GPU costs per hour now, by the rate card (USD)."),
+    _c("gpuwatch_spend_usd_total", "Spend stored: metered by the rate card, or billed per source."),
+    _c("gpuwatch_idle_cost_usd_total", "Metered cost of GPU time that was not busy (USD)."),
+    _g("gpuwatch_cost_per_million_tokens_usd", "Cost per million useful tokens over a window."),
+    _g("gpuwatch_budget_used_ratio", "Month-to-date spend over budget.monthly_usd."),
+)
+
 HEALTH_SIGNALS = (
     _g("gpuwatch_collector_success", "1 if the collector's last run succeeded, else 0."),
     _g("gpuwatch_collector_duration_seconds", "Duration of the collector's last run, seconds."),
@@ -96,7 +104,9 @@ HEALTH_SIGNALS = (
     _g("gpuwatch_target_scrape_duration_seconds", "Duration of the last scrape of the target."),
 )
 
-SIGNALS: dict[str, Signal] = {s.name: s for s in GPU_SIGNALS + ENGINE_SIGNALS + HEALTH_SIGNALS}
+SIGNALS: dict[str, Signal] = {
+    s.name: s for s in GPU_SIGNALS + ENGINE_SIGNALS + COST_SIGNALS + HEALTH_SIGNALS
+}
 
 _HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum", "_created")
 

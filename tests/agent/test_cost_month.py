@@ -9,7 +9,7 @@ clock, and the cost engine reading the rollups.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from agent.app import App, target_spec
-from agent.config import load_config
+from agent.config import BudgetConfig, load_config
 from agent.cost import summarize
+from agent.cost_cli import measured_workload
+from agent.cost_metrics import cost_samples
 from agent.db import upgrade_database
 from agent.enginesim import EngineServer, Traffic
 from agent.rollup import Rollup
@@ -43,6 +45,7 @@ class Engine:
     unit: str
     traffic: Traffic = field(init=False)
     counted_tokens: int = 0  # generation tokens produced after the first tick: the truth
+    counted_requests: int = 0
 
     def __post_init__(self) -> None:
         self.traffic = Traffic(models=(self.model,))
@@ -127,11 +130,16 @@ def test_a_month_of_cost_per_million_tokens_matches_the_truth(
             for i, e in enumerate(engines):
                 served = e.traffic.serve(1 + (hour * (i + 2)) % 7)
                 e.counted_tokens += sum(r.generation_tokens for r in served)
+                e.counted_requests += len(served)
         app.tick(now)
         rollup.run(now)
     end = T0 + timedelta(hours=HOURS)
     rollup.run(end + timedelta(minutes=5))
     summary = summarize(app.engine, T0, end)
+    exposed = app.roll_up(end + timedelta(minutes=5))  # what /metrics shows after the rollup
+    budget = cost_samples(app.engine, replace(config, budget=BudgetConfig(Decimal(5000))),
+                          end - timedelta(minutes=1))  # fmt: skip
+    workload = measured_workload(config, "30d", now=end + timedelta(minutes=5))
     app.close()
 
     # Truth: every hour between the first and the last tick is metered.
@@ -158,3 +166,19 @@ def test_a_month_of_cost_per_million_tokens_matches_the_truth(
     assert abs(summary.idle_cost_usd - idle) < Decimal("0.01")
     assert summary.unallocated_seconds == pytest.approx(0, abs=1)
     assert summary.gpu_seconds == pytest.approx(2 * HOURS * 3600)
+
+    # /metrics: cost per million tokens over the 30 days, per model, within 0.1 %.
+    per_million = {s.labels["model"]: s.value for s in exposed
+                   if s.metric == "gpuwatch_cost_per_million_tokens_usd"
+                   and s.labels["window"] == "30d"}  # fmt: skip
+    for e in engines:
+        truth = float(truth_cost[e.model] / e.counted_tokens * 1_000_000)
+        assert per_million[e.model] == pytest.approx(truth, rel=1e-3), e.model
+    (ratio,) = [s.value for s in budget if s.metric == "gpuwatch_budget_used_ratio"]
+    assert ratio == pytest.approx(float((gpu0 + gpu1) / 5000), rel=1e-3)
+
+    # `gpuwatch breakeven` without figures: the measured month.
+    requests = sum(e.counted_requests for e in engines)
+    assert float(workload.requests_per_day) == pytest.approx(requests / 30, rel=1e-3)
+    busy = 0.5 * HOURS * 3600 + 0.9 * HOURS * 3600  # GPU 0 at 50 %, GPU 1 at 90 %
+    assert float(workload.gpu_seconds_per_request) == pytest.approx(busy / requests, rel=1e-3)
