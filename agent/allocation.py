@@ -96,23 +96,23 @@ class Allocator:
         return out
 
     def _target_of(self, pid: int, unit: str, eligible: Sequence[TargetPlacement]) -> str | None:
+        # Resolved once per pid against every target, then checked per GPU: a process on
+        # several GPUs belongs to the same target on each (when that target may use the GPU).
         if pid not in self._by_pid:
-            self._by_pid[pid] = self._resolve(pid, unit, eligible)
+            self._by_pid[pid] = self._resolve(pid, unit)
         target = self._by_pid[pid]
         return target if any(t.name == target for t in eligible) else None
 
-    def _resolve(self, pid: int, unit: str, eligible: Sequence[TargetPlacement]) -> str | None:
-        for t in eligible:
+    def _resolve(self, pid: int, unit: str) -> str | None:
+        for t in self.targets:
             if t.unit and unit and t.unit == unit:
                 return t.name
-        ports = {t.port: t.name for t in eligible if t.port is not None}
+        ports = {t.port: t.name for t in self.targets if t.port is not None}
         if ports:
             owner = self._listening_owner(pid, ports)
             if owner is not None:
                 return owner
-        if len(self.targets) == 1 and eligible:
-            return eligible[0].name
-        return None
+        return self.targets[0].name if len(self.targets) == 1 else None
 
     def _listening_owner(self, pid: int, ports: Mapping[int, str]) -> str | None:
         inodes = listening_inodes(self.proc_root, set(ports))

@@ -79,10 +79,30 @@ def meter(
         energy = _energy_step(before.energy_joules, after.energy_joules)
         split = shares(after.targets, split_rule)
         for start, lo, seconds in _spread(before.ts, after.ts, bucket_seconds):
-            # Priced at the slice's own time, so a price change mid-interval is honoured.
-            price = price_at(lo)
-            _add(buckets[start], seconds, after.utilization, energy, seconds / length, price, split)
+            hi = lo + timedelta(seconds=seconds)
+            for part, price in _priced(lo, hi, price_at):
+                _add(buckets[start], part, after.utilization, energy, part / length, price, split)
     return dict(buckets)
+
+
+def _priced(
+    lo: datetime, hi: datetime, price_at: PriceAt
+) -> Iterable[tuple[float, GpuPrice | None]]:
+    """(seconds, price) over (lo, hi], cut where the price changes (a rate's validity bound).
+
+    The change instant is found by bisection to the millisecond, so any price source works and
+    a slice with one price (nearly always) costs two look-ups.
+    """
+    price = price_at(lo)
+    while price_at(hi) != price:
+        a, b = lo, hi  # price_at(a) == price, price_at(b) != price
+        while (b - a) > timedelta(milliseconds=1):
+            mid = a + (b - a) / 2
+            a, b = (mid, b) if price_at(mid) == price else (a, mid)
+        yield (b - lo).total_seconds() if b < hi else (hi - lo).total_seconds(), price
+        lo, price = b, price_at(b)
+    if hi > lo:
+        yield (hi - lo).total_seconds(), price
 
 
 def _add(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ MAX_SPAN = timedelta(days=1)  # per run, so catching up after downtime stays bou
 # How far back a counter's previous value is looked for; older values are not a baseline.
 BASELINE_LOOKBACK = timedelta(days=1)
 TARGET_UP = "gpuwatch_target_up"
+SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
 COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 GPU_INFO = "gpuwatch_gpu_info"
 UTIL = "gpuwatch_gpu_utilization_ratio"
@@ -63,7 +64,9 @@ class Rollup:
     raw_retention: timedelta = timedelta(days=7)
     minute_retention: timedelta = timedelta(days=90)
     hour_retention: timedelta = timedelta(days=730)
-    _gpus_on_host: int = field(default=1)
+    # A tick is stamped when it starts and written when its slowest scrape is done: a bucket
+    # is rolled up only once ``settle`` has passed after its end, so no late write is missed.
+    settle: timedelta = timedelta(0)
 
     @classmethod
     def from_config(cls, engine: Engine, config: Config) -> Rollup:
@@ -72,6 +75,7 @@ class Rollup:
             engine, config.host, config.rate_card, config.daemon.interval_seconds,
             config.cost.shared_gpu_split, timedelta(seconds=r.raw_seconds),
             timedelta(seconds=r.minute_seconds), timedelta(seconds=r.hour_seconds),
+            timedelta(seconds=SETTLE_SECONDS),
         )  # fmt: skip
 
     @property
@@ -85,13 +89,28 @@ class Rollup:
             start = self._watermark(conn, "minute") or self._first_sample(conn)
             if start is None:
                 return RollupResult(0, 0, None)
-            end = min(bucket_of(now, MINUTE) + timedelta(seconds=MINUTE), start + MAX_SPAN)
-            end = end if end <= now else end - timedelta(seconds=MINUTE)
+            end = self._complete_until(conn, now, start)
             minutes = self._minutes(conn, start, end) if end > start else 0
             hours = self._hours(conn, end)
             self._set_watermark(conn, "minute", max(start, end))
             self._retention(conn, now)
         return RollupResult(minutes, hours, max(start, end))
+
+    def _complete_until(self, conn: Connection, now: datetime, start: datetime) -> datetime:
+        """The end of the last minute bucket that can be rolled up for good.
+
+        A bucket is complete when ``settle`` has passed since its end (late writes of a slow
+        tick) and a tick has been stored at or after its end: an interval that straddles the
+        bucket's end is only known once the observation that closes it is stored.
+        """
+        last = conn.execute(
+            select(func.max(collector_runs.c.ts)).where(collector_runs.c.host == self.host)
+        ).scalar()
+        limit = now - self.settle if last is None else min(now - self.settle, last)
+        end = bucket_of(limit, MINUTE) + timedelta(seconds=MINUTE)
+        if end > limit:
+            end -= timedelta(seconds=MINUTE)
+        return min(end, start + MAX_SPAN)
 
     # -- watermarks -----------------------------------------------------------------------
 
@@ -120,8 +139,9 @@ class Rollup:
 
     def _minutes(self, conn: Connection, start: datetime, end: datetime) -> int:
         meta = self._series(conn)
-        lookback = start - timedelta(seconds=self.max_gap)
-        points = self._points(conn, list(meta), lookback, end)
+        gap = timedelta(seconds=self.max_gap)
+        # From the observation that opens the first interval to the one that closes the last.
+        points = self._points(conn, list(meta), start - gap, end + gap)
         rows = list(_series_rollups(meta, points, start, end, self.max_gap))
         self._replace(conn, rollups, MINUTE, start, end, host_series=True)
         if rows:
@@ -391,9 +411,10 @@ def _series_rollups(
         if not history:
             continue
         births = created.get((metric, json.dumps(labels, sort_keys=True)), {})
+        born = None
         if _is_counter(metric) and history[0][0] > start:
-            history = _with_birth(history, scrapes.get(_scrape_key(labels), []), max_gap)
-        yield from _buckets(sid, metric, history, births, start, end)
+            born = _birth(history[0][0], scrapes.get(_scrape_key(labels), []), max_gap)
+        yield from _buckets(sid, metric, history, births, start, end, born)
 
 
 def _scrape_key(labels: Mapping[str, str]) -> tuple[str, str]:
@@ -411,15 +432,15 @@ def _good_scrapes(
     return out
 
 
-def _with_birth(history: Sequence[Point], good: Sequence[datetime], max_gap: float) -> list[Point]:
-    """A counter's first-ever point, after a successful scrape that did not show it yet.
+def _birth(first: datetime, good: Sequence[datetime], max_gap: float) -> Point | None:
+    """A zero before a counter's first-ever point, after a successful scrape that lacked it.
 
     Engines create a label child on its first event (SGLang, vLLM V0): absent from a good
-    scrape, it had counted nothing. That scrape becomes a 0 so the first increments count.
+    scrape, it had counted nothing. The zero is only the baseline of its first increase; it is
+    not a stored sample and takes no part in count, sum, min, max or last.
     """
-    first = history[0][0]
     before = [ts for ts in good if ts < first and (first - ts).total_seconds() <= max_gap]
-    return [(max(before), 0.0), *history] if before else list(history)
+    return (max(before), 0.0) if before else None
 
 
 def _created_index(
@@ -445,10 +466,11 @@ def _buckets(
     births: Mapping[datetime, float],
     start: datetime,
     end: datetime,
+    born: Point | None = None,
 ) -> Iterable[dict[str, Any]]:
     counter = _is_counter(metric)
     rows: dict[datetime, dict[str, Any]] = {}
-    previous: Point | None = None
+    previous: Point | None = born
     for ts, value in history:
         bucket = bucket_of(ts, MINUTE)
         if start <= bucket < end:
