@@ -69,6 +69,7 @@ def test_an_invalid_reload_keeps_the_old_config_and_says_why(
 def gpu_daemon(tmp_path: Path, fake_nvml_dir: Path) -> Iterator[RunningDaemon]:
     port = free_port()
     config = write_config(tmp_path / "gpuwatch.toml", port, tmp_path / "state" / "gw.db")
+    config.write_text(config.read_text() + '[[rates]]\ngpu = "*"\nusd_per_hour = 2.72\n')
     hardware = write_hardware(
         tmp_path / "hardware.txt",
         FakeNvmlConfig(
@@ -94,6 +95,17 @@ def test_gpu_samples_are_served_under_canonical_names(gpu_daemon: RunningDaemon)
     assert "# TYPE gpuwatch_gpu_energy_joules_total counter" in text
     assert text.count("gpuwatch_gpu_power_watts{") == 1  # not supported on GPU 1: absent
     assert 'gpuwatch_collector_success{collector="nvml",host="test-box"} 1.0' in text
+    assert gpu_daemon.stop()[0] == 0
+
+
+def test_cost_signals_are_served(gpu_daemon: RunningDaemon, tmp_path: Path) -> None:
+    # The rate card prices each GPU now; the minute job publishes spend from the rollups.
+    text = gpu_daemon.wait_for_metric('gpuwatch_spend_usd_total{host="test-box",source="metered"}')
+    assert (
+        'gpuwatch_gpu_hourly_cost_usd{gpu_index="1",'
+        'gpu_uuid="GPU-bbbbbbbb-0000-0000-0000-000000000000",host="test-box"} 2.72'
+    ) in text
+    assert "# TYPE gpuwatch_idle_cost_usd_total counter" in text
     assert gpu_daemon.stop()[0] == 0
 
 
