@@ -1,0 +1,379 @@
+"""Alert rules as data: the built-in defaults and the user's ``[alerts.rules.<Name>]`` tunings.
+
+A rule here says *when* and *how loud* (``for``, ``keep_firing_for``, severity, thresholds,
+static labels, message); whether its condition holds is decided elsewhere and arrives in
+``alerts.lifecycle.evaluate`` as ``Condition`` values. Defaults cite where their numbers come
+from (shared/reference/anchors.md sections 4.2-4.4) so a tuning debate starts from evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from types import MappingProxyType
+
+from alerts.model import Severity
+
+# Prometheus' model.ParseDuration grammar (common/model/time.go): integer amounts, units from
+# largest to smallest, each at most once; "0" alone is allowed. Users paste these from rule
+# files, so the same strings must mean the same thing here (and "1.5h" is refused there too).
+_DURATION = re.compile(
+    r"^(?:(?P<y>\d+)y)?(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?"
+    r"(?:(?P<s>\d+)s)?(?:(?P<ms>\d+)ms)?$"
+)
+_UNIT_SECONDS = {
+    "y": 31536000.0,
+    "w": 604800.0,
+    "d": 86400.0,
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 0.001,
+}
+# Prometheus' label name rule (model.LabelNameRE), so labels survive export to Alertmanager.
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_BASE_KEYS = ("enabled", "for", "keep_firing_for", "severity", "labels")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Prometheus duration ("5m", "1h30m", "500ms", "0"); ValueError otherwise."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    match = _DURATION.match(text)
+    if match is None or not any(match.groupdict().values()):
+        raise ValueError(f'expected a duration like "30s", "5m", "2h" or "1h30m", got {text!r}')
+    return sum(int(n) * _UNIT_SECONDS[unit] for unit, n in match.groupdict().items() if n)
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest Prometheus duration for ``seconds`` (for messages): 5400 -> "1h30m"."""
+    millis = round(seconds * 1000)
+    if millis == 0:
+        return "0s"
+    parts = []
+    for unit, size in _UNIT_SECONDS.items():
+        count, millis = divmod(millis, round(size * 1000))
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+class _Number:
+    """A value for ``str.format`` that prints "n/a" for None whatever the format spec."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: float | None) -> None:
+        self._value = value
+
+    def __format__(self, spec: str) -> str:
+        return "n/a" if self._value is None else format(self._value, spec)
+
+    def __str__(self) -> str:
+        return format(self, "")
+
+
+class _Labels(dict[str, str]):
+    """Labels for templates: a missing label prints as "?" instead of failing the message."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    """One alert rule's tunable parameters (what ``[alerts.rules.<name>]`` can change).
+
+    ``thresholds`` are the named numbers the rule's condition reads (durations among them end
+    in ``_seconds``); None means "not set", for parameters with no safe universal default.
+    ``summary`` is a ``str.format`` template over ``labels`` (a mapping), ``where`` (the labels
+    as "k=v, ..."), ``value``, ``thresholds`` (a mapping), ``rule`` and ``for``.
+    """
+
+    name: str
+    for_seconds: float
+    severity: Severity
+    description: str
+    summary: str
+    thresholds: Mapping[str, float | None] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)  # static labels, join the identity
+    enabled: bool = True
+    keep_firing_for_seconds: float = 0.0
+
+    @property
+    def hold(self) -> timedelta:
+        """The ``for`` duration: how long the condition must hold before the alert fires."""
+        return timedelta(seconds=self.for_seconds)
+
+    @property
+    def keep_firing_for(self) -> timedelta:
+        return timedelta(seconds=self.keep_firing_for_seconds)
+
+    def render_summary(self, labels: Mapping[str, str], value: float | None) -> str:
+        """The summary for one alert; a broken template yields a marker, not an exception,
+        as Prometheus does ("<error expanding template: ...>") so the alert still goes out."""
+        fields = {
+            "labels": _Labels(labels),
+            "where": ", ".join(f"{k}={v}" for k, v in sorted(labels.items())),
+            "value": _Number(value),
+            "thresholds": {k: _Number(v) for k, v in self.thresholds.items()},
+            "rule": self.name,
+            "for": format_duration(self.for_seconds),
+        }
+        try:
+            return self.summary.format_map(fields)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+            return f"<error expanding summary template of {self.name}: {exc!r}>"
+
+
+def _rule(
+    name: str,
+    for_: str,
+    severity: Severity,
+    description: str,
+    summary: str,
+    **thresholds: float | None,
+) -> RuleSpec:
+    return RuleSpec(
+        name=name,
+        for_seconds=parse_duration(for_),
+        severity=severity,
+        description=description,
+        summary=summary,
+        thresholds=MappingProxyType(dict(thresholds)),
+        labels=MappingProxyType({}),
+    )
+
+
+_W, _C = Severity.WARNING, Severity.CRITICAL
+
+# fmt: off
+_DEFAULTS = (
+    # anchors 4.2 "GPU idle": a public GPU Idle Alarm script (< 20 % for 30 m) and
+    # job_defense_shield (0 % util). An inference box idles near 0, so 5 %; the warm-up skips
+    # model loading after an engine (re)start (anchors section 3, differentiator 4).
+    _rule(
+        "GpuIdle", "30m", _W,
+        "A GPU has done almost no work for a long time while still being paid for.",
+        "GPU idle ({where}): utilization {value:.0%} below {thresholds[utilization_below]:.0%}"
+        " for {for}",
+        utilization_below=0.05, warmup_seconds=600.0,
+    ),
+    # anchors 4.1 "guard against data gaps": nvidia_gpu_exporter alerts on no successful
+    # collection for > 45 s, i.e. three 15 s intervals. Fires at once: the count is the delay.
+    _rule(
+        "CollectorDown", "0", _C,
+        "gpuwatch's own collector has missed several collections in a row (blind).",
+        "Collector blind ({where}): {value:.0f} missed collections",
+        intervals=3.0,
+    ),
+    # anchors 4.2 "Exporter down / stale" (1-2 m, critical) and 4.3 "Engine down" (LLMKube 1 m).
+    _rule(
+        "TargetDown", "2m", _C,
+        "An inference engine or exporter target cannot be scraped.",
+        "Target down ({where}) for {for}",
+    ),
+    # anchors 4.3 "TTFT p99 high": p99 over 5 m > 5 s (llm-d PR #676 VLLMHighTTFT); the
+    # baseline factor follows its KV-thrash rule ("N x its own baseline"); min_requests is the
+    # 4.1 no-traffic guard (llm-d requires traffic before judging a ratio).
+    _rule(
+        "LatencyP99Spike", "5m", _W,
+        "p99 time-to-first-token or end-to-end latency is far above its limit or its baseline.",
+        "Latency p99 high ({where}): {value:.2f} s (TTFT limit {thresholds[ttft_seconds]:g} s,"
+        " e2e limit {thresholds[e2e_seconds]:g} s)",
+        ttft_seconds=5.0, e2e_seconds=30.0, baseline_factor=3.0, min_requests=20.0,
+        window_seconds=300.0,
+    ),
+    # anchors 4.3 "Request backlog" (llm-d: sum waiting > 50 for 10 m) and the gpuwatch
+    # addition: a positive slope of waiting requests over 10 m, told apart by KV saturation.
+    _rule(
+        "QueueGrowing", "5m", _W,
+        "Waiting requests keep growing: saturated KV cache or a stalled scheduler.",
+        "Queue growing ({where}): {value:.0f} requests waiting",
+        waiting_above=10.0, slope_window_seconds=600.0, kv_saturated=0.9,
+    ),
+    # anchors 4.3 gpuwatch addition: KV usage > ~0.9 is saturation; 0.95 held 10 m is the alert.
+    _rule(
+        "KvCacheSaturated", "10m", _W,
+        "The engine's KV cache is nearly full, so requests queue or get preempted.",
+        "KV cache saturated ({where}): {value:.0%} used",
+        above=0.95,
+    ),
+    # anchors 4.2 "GPU memory pressure": FB used > 90 % for 5 m (LLMKube); headroom measured
+    # as free, held longer because engines preallocate memory on purpose.
+    _rule(
+        "VramHeadroomLow", "10m", _W,
+        "Little GPU memory is left free for new models, longer contexts or spikes.",
+        "VRAM headroom low ({where}): {value:.0%} free",
+        free_below=0.15,
+    ),
+    # anchors 4.2 "GPU temperature high": > 85 C for 2 m, critical (LLMKube chart default).
+    _rule(
+        "GpuHot", "2m", _C,
+        "A GPU runs hot enough to throttle or to shorten its life.",
+        "GPU hot ({where}): {value:.0f} C, limit {thresholds[celsius_above]:.0f} C",
+        celsius_above=85.0,
+    ),
+    # anchors 1.1: dcgm-exporter ships throttle reasons / violation counters (commented out by
+    # default); a sustained thermal or power throttle costs throughput silently.
+    _rule(
+        "GpuThrottling", "10m", _W,
+        "A GPU's clocks are held down by a thermal or power throttle.",
+        "GPU throttling ({where}) for {for}",
+    ),
+    # anchors 4.2 "Xid fatal/hardware" and "ECC DBE / row-remap failure": for 0, critical (NVIDIA
+    # health-validation Xid table; dcgm-exporter counters). Code-level severity comes from the
+    # condition's severity annotation (app-level Xids are info there).
+    _rule(
+        "GpuHardwareErrors", "0", _C,
+        "A GPU reported a hardware error (fatal Xid, double-bit ECC, row-remap failure).",
+        "GPU hardware error ({where})",
+    ),
+    # anchors 4.4 "Budget thresholds": 50/80/100 % of a budget (Kubecost Budget API, LiteLLM
+    # soft/hard budgets), once per threshold per period; the condition marks >= 100 % critical.
+    _rule(
+        "BudgetThreshold", "0", _W,
+        "Spend has crossed a share of the period's budget.",
+        "Budget threshold crossed ({where}): {value:.0%} of the budget spent",
+        first_fraction=0.5, second_fraction=0.8, critical_fraction=1.0,
+    ),
+    # anchors section 3 "Budgets + forecast + threshold alerts" (Vantage, Kubecost forecasts);
+    # held 1 h so one expensive hour early in the month does not cry wolf.
+    _rule(
+        "ProjectedOverBudget", "1h", _W,
+        "At the current pace, spend will exceed the period's budget before it ends.",
+        "Projected over budget ({where}): {value:.0%} of the budget by period end",
+    ),
+    # anchors 4.4 "Spend anomaly": cost > N x trailing baseline (Vantage AnomalyNotification).
+    _rule(
+        "BurnRateJump", "30m", _W,
+        "The hourly spend rate jumped well above its usual level.",
+        "Burn rate jump ({where}): {value:.1f}x the baseline",
+        factor=2.0,
+    ),
+    # anchors 4.4 "High inference cost": OpenCost's example ($/M tokens > 10). No universal
+    # ceiling exists, so both limits are unset until the user names a ceiling or the API price
+    # the self-hosted model competes with (anchors section 3, self-host vs API comparison).
+    _rule(
+        "CostPerMtokHigh", "1h", _W,
+        "Cost per million tokens is above the ceiling or the API price it competes with.",
+        "Cost per million tokens high ({where}): ${value:.2f}",
+        ceiling_usd=None, api_usd_per_million=None,
+    ),
+)
+# fmt: on
+
+DEFAULT_RULES: Mapping[str, RuleSpec] = MappingProxyType({r.name: r for r in _DEFAULTS})
+
+
+def apply_overrides(
+    defaults: Mapping[str, RuleSpec], overrides: Mapping[str, Mapping[str, object]]
+) -> tuple[dict[str, RuleSpec], list[str]]:
+    """``defaults`` tuned by the ``[alerts.rules.<Name>]`` tables, plus every problem found.
+
+    Problems read "alerts.rules.<Name>.<key>: message". Valid keys are applied even when a
+    sibling is wrong, so one typo reports everything at once; callers refuse a config with
+    problems (as Prometheus and Alertmanager reject a bad config on reload).
+    """
+    rules = dict(defaults)
+    problems: list[str] = []
+    for name in sorted(overrides):
+        table = overrides[name]
+        path = f"alerts.rules.{name}"
+        if name not in defaults:
+            problems.append(f"{path}: unknown rule (known: {', '.join(sorted(defaults))})")
+        elif not isinstance(table, Mapping):
+            problems.append(f"{path}: expected a table, got {_kind(table)}")
+        else:
+            rules[name] = _override(defaults[name], table, path, problems)
+    return rules, problems
+
+
+def _override(
+    spec: RuleSpec, table: Mapping[str, object], path: str, problems: list[str]
+) -> RuleSpec:
+    allowed = (*_BASE_KEYS, *spec.thresholds)
+    thresholds = dict(spec.thresholds)
+    for key in sorted(table):
+        value, where = table[key], f"{path}.{key}"
+        if key not in allowed:
+            problems.append(f"{where}: unknown key (allowed here: {', '.join(sorted(allowed))})")
+            continue
+        try:
+            if key in spec.thresholds:
+                thresholds[key] = _threshold(key, value)
+            else:
+                spec = _set_base(spec, key, value)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    return replace(spec, thresholds=MappingProxyType(thresholds))
+
+
+def _set_base(spec: RuleSpec, key: str, value: object) -> RuleSpec:
+    if key == "enabled":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {_kind(value)} {value!r}")
+        return replace(spec, enabled=value)
+    if key == "for":
+        return replace(spec, for_seconds=_duration(value))
+    if key == "keep_firing_for":
+        return replace(spec, keep_firing_for_seconds=_duration(value))
+    if key == "severity":
+        return replace(spec, severity=_severity(value))
+    return replace(spec, labels=MappingProxyType(_labels(value)))
+
+
+def _duration(value: object) -> float:
+    # A bare number is refused: Prometheus rule files refuse it too, and "5" could mean anything.
+    if not isinstance(value, str):
+        raise ValueError(f'expected a duration string like "5m", got {_kind(value)} {value!r}')
+    return parse_duration(value)
+
+
+def _severity(value: object) -> Severity:
+    names = ", ".join(s.value for s in Severity)
+    if not isinstance(value, str):
+        raise ValueError(f"expected one of {names}, got {_kind(value)} {value!r}")
+    try:
+        return Severity(value.lower())
+    except ValueError:
+        raise ValueError(f"expected one of {names}, got {value!r}") from None
+
+
+def _labels(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a table of strings, got {_kind(value)}")
+    bad = [
+        f"{k!r}"
+        for k, v in value.items()
+        if not isinstance(k, str) or not _LABEL_NAME.match(k) or not isinstance(v, str)
+    ]
+    if bad:
+        raise ValueError(
+            f"labels {', '.join(bad)} need a name like 'team' ([a-zA-Z_][a-zA-Z0-9_]*)"
+            " and a string value"
+        )
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _threshold(key: str, value: object) -> float:
+    # Durations among thresholds may be written as in Prometheus ("10m") or as seconds.
+    if key.endswith("_seconds") and isinstance(value, str):
+        return parse_duration(value)
+    # bool is an int in Python; TOML's true must not pass as a number.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {_kind(value)} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "a table"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return names.get(type(value), "an array" if isinstance(value, list) else type(value).__name__)

@@ -1,0 +1,170 @@
+"""Silences, as Alertmanager's silence/ package has them: label matchers plus a time window.
+
+A silence mutes every alert whose labels satisfy all of its matchers while ``now`` lies in
+``[starts_at, ends_at)``. Silences are values: the agent creates them (and their ids), stores
+them and passes them in; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import Enum
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# Longest operators first, so that "a=~b" is a regex match and not the value "~b".
+_MATCHER = re.compile(r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*")
+
+
+class MatchOp(Enum):
+    """The four matcher types of Prometheus / Alertmanager (pkg/labels MatchType)."""
+
+    EQUAL = "="
+    NOT_EQUAL = "!="
+    REGEX = "=~"
+    NOT_REGEX = "!~"
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """One ``name op value`` condition on an alert's labels.
+
+    A missing label reads as "" (Alertmanager does the same), so ``gpu!=""`` means "has a gpu
+    label" and ``gpu=""`` means "has none".
+    """
+
+    name: str
+    value: str
+    op: MatchOp = MatchOp.EQUAL
+
+    def __post_init__(self) -> None:
+        if not _LABEL_NAME.fullmatch(self.name):
+            raise ValueError(f"invalid label name {self.name!r} in matcher")
+        if self.op in (MatchOp.REGEX, MatchOp.NOT_REGEX):
+            _compile(self.value)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        actual = labels.get(self.name, "")
+        if self.op is MatchOp.EQUAL:
+            return actual == self.value
+        if self.op is MatchOp.NOT_EQUAL:
+            return actual != self.value
+        # Regexes are anchored at both ends, as Alertmanager anchors them ("^(?:" + re + ")$"):
+        # `gpu=~"1"` must not silence GPU 10 and 11.
+        found = _compile(self.value).fullmatch(actual) is not None
+        return found if self.op is MatchOp.REGEX else not found
+
+    def matches_empty(self) -> bool:
+        """Whether a positive matcher is satisfied by a missing label (silence.go matchesEmpty).
+
+        Negative matchers count as not matching the empty string, as in Alertmanager.
+        """
+        if self.op in (MatchOp.NOT_EQUAL, MatchOp.NOT_REGEX):
+            return False
+        return self.matches({})
+
+    def __str__(self) -> str:
+        escaped = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.name}{self.op.value}"{escaped}"'
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)  # the re module caches compiled patterns
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+def parse_matcher(text: str) -> Matcher:
+    """``k=v``, ``k!=v``, ``k=~re``, ``k!~re``; the value may be double-quoted (amtool style)."""
+    found = _MATCHER.fullmatch(text)
+    if found is None:
+        raise ValueError(
+            f"bad matcher {text!r}: expected NAME=VALUE, NAME!=VALUE, NAME=~REGEX or NAME!~REGEX"
+        )
+    name, op, value = found.groups()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    try:
+        return Matcher(name, value, MatchOp(op))
+    except ValueError as exc:
+        raise ValueError(f"bad matcher {text!r}: {exc}") from None
+
+
+class SilenceState(Enum):
+    """Alertmanager's silence states, for ``gpuwatch silence list``."""
+
+    PENDING = "pending"  # starts in the future
+    ACTIVE = "active"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    id: str
+    matchers: tuple[Matcher, ...]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    comment: str
+
+    def __post_init__(self) -> None:
+        # The checks of silence.go validateSilence, so a bad silence is refused when it is made
+        # instead of quietly muting nothing (or everything).
+        if not self.id:
+            raise ValueError("silence id missing")
+        if not self.matchers:
+            raise ValueError("a silence needs at least one matcher")
+        if all(m.matches_empty() for m in self.matchers):
+            # e.g. only `host=~".*"`: it would silence every alert, which is never what was meant.
+            raise ValueError("at least one matcher must not match the empty string")
+        if self.ends_at < self.starts_at:
+            raise ValueError("a silence cannot end before it starts")
+
+    @classmethod
+    def starting(
+        cls,
+        id: str,
+        matchers: Iterable[Matcher],
+        now: datetime,
+        duration: timedelta,
+        created_by: str,
+        comment: str,
+    ) -> Silence:
+        """A silence from ``now`` for ``duration`` (``silence add --duration 2h``)."""
+        if duration <= timedelta(0):
+            raise ValueError(f"silence duration must be positive, got {duration}")
+        return cls(id, tuple(matchers), now, now + duration, created_by, comment)
+
+    def state(self, now: datetime) -> SilenceState:
+        if now < self.starts_at:
+            return SilenceState.PENDING
+        # ends_at is exclusive, as in Alertmanager: a silence expired at `now` no longer mutes.
+        return SilenceState.ACTIVE if now < self.ends_at else SilenceState.EXPIRED
+
+    def active(self, now: datetime) -> bool:
+        return self.state(now) is SilenceState.ACTIVE
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(m.matches(labels) for m in self.matchers)
+
+    def expire(self, now: datetime) -> Silence:
+        """This silence ended at ``now`` (``silence expire ID``).
+
+        As Alertmanager's Expire does, a pending silence gets its start moved to ``now`` too,
+        and expiring an expired silence is an error rather than a silent rewrite of history.
+        """
+        state = self.state(now)
+        if state is SilenceState.EXPIRED:
+            raise ValueError(f"silence {self.id} has already expired")
+        starts_at = now if state is SilenceState.PENDING else self.starts_at
+        return replace(self, starts_at=starts_at, ends_at=now)
+
+
+def silenced_by(
+    labels: Mapping[str, str], silences: Iterable[Silence], now: datetime
+) -> tuple[str, ...]:
+    """Ids of the silences active at ``now`` that match ``labels``, in the order given."""
+    return tuple(s.id for s in silences if s.active(now) and s.matches(labels))
