@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, Select, select
+from sqlalchemy import Engine, Select, or_, select
 
-from migrations.schema import gpu_allocations, gpu_usage, rollups, series
+from migrations.schema import gpu_allocations, gpu_usage, rollup_state, rollups, series
 
 MINUTE, HOUR = 60, 3600
 OUTPUT = "gpuwatch_engine_generation_tokens_total"
@@ -114,22 +114,63 @@ def summarize(
 ) -> Summary:
     """Cost, tokens and GPU time over (start, end] (minute-aligned edges are exact)."""
     with engine.connect() as conn:
-        usage = list(conn.execute(_pick(gpu_usage, start, end, host)).mappings())
-        allocations = list(conn.execute(_pick(gpu_allocations, start, end, host)).mappings())
-        tokens = _tokens(conn.execute(_token_query(start, end, host)).all())
+        split = _Split.read(conn, start, end)
+        usage = list(conn.execute(_pick(gpu_usage, split, host)).mappings())
+        allocations = list(conn.execute(_pick(gpu_allocations, split, host)).mappings())
+        tokens = _tokens(conn.execute(_token_query(split, host)).all())
     usage = _without_covered_minutes(usage)
     allocations = _without_covered_minutes(allocations)
     return _summary(start, end, usage, allocations, tokens, useful)
 
 
-def _pick(table: Any, start: datetime, end: datetime, host: str | None) -> Select[Any]:
-    hour_end = end - timedelta(seconds=HOUR)
-    minute_end = end - timedelta(seconds=MINUTE)
-    query = select(table).where(
-        table.c.start >= start,
-        ((table.c.resolution == HOUR) & (table.c.start <= hour_end))
-        | ((table.c.resolution == MINUTE) & (table.c.start <= minute_end)),
-    )
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """Which rows answer a window: per host, hour rows for the whole hours its hour rollup
+    covers, minute rows for the rest (the window's partial first and last hours, and what is
+    newer than that host's hour watermark). Reading only those keeps a month to ~720 rows per
+    GPU instead of 43,200 minute rows filtered afterwards."""
+
+    start: datetime
+    end: datetime
+    first_hour: datetime  # the first whole hour in the window
+    last_hour_end: datetime  # the end of the last whole hour in the window
+    hour_until: Mapping[str, datetime]  # host -> end of its hour rollup (rollup_state "hour")
+
+    @classmethod
+    def read(cls, conn: Any, start: datetime, end: datetime) -> _Split:
+        first = start.replace(minute=0, second=0, microsecond=0)
+        if first < start:
+            first += timedelta(hours=1)
+        last = end.replace(minute=0, second=0, microsecond=0)
+        query = select(rollup_state.c.host, rollup_state.c.watermark).where(
+            rollup_state.c.job == "hour"
+        )
+        return cls(start, end, first, last, {h: w for h, w in conn.execute(query)})
+
+    def condition(self, host_column: Any, table: Any) -> Any:
+        clauses = [self._host(table, host_column == h, w) for h, w in self.hour_until.items()]
+        clauses.append(self._host(table, host_column.notin_(list(self.hour_until)), None))
+        return or_(*clauses)
+
+    def _host(self, table: Any, which: Any, hour_until: datetime | None) -> Any:
+        covered = self.first_hour if hour_until is None else hour_until
+        until = max(self.first_hour, min(covered, self.last_hour_end))
+        hours = (
+            (table.c.resolution == HOUR)
+            & (table.c.start >= self.first_hour)
+            & (table.c.start < until)
+        )
+        minutes = (
+            (table.c.resolution == MINUTE)
+            & (table.c.start >= self.start)
+            & (table.c.start <= self.end - timedelta(seconds=MINUTE))
+            & ((table.c.start < self.first_hour) | (table.c.start >= until))
+        )
+        return which & (hours | minutes)
+
+
+def _pick(table: Any, split: _Split, host: str | None) -> Select[Any]:
+    query = select(table).where(split.condition(table.c.host, table))
     return query if host is None else query.where(table.c.host == host)
 
 
@@ -144,7 +185,7 @@ def _without_covered_minutes(rows: Sequence[Any]) -> list[Any]:
     ]
 
 
-def _token_query(start: datetime, end: datetime, host: str | None) -> Select[Any]:
+def _token_query(split: _Split, host: str | None) -> Select[Any]:
     query = (
         select(
             series.c.host,
@@ -156,14 +197,7 @@ def _token_query(start: datetime, end: datetime, host: str | None) -> Select[Any
         )  # fmt: skip
         .join(series, series.c.id == rollups.c.series_id)
         .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)))
-        .where(rollups.c.start >= start)
-        .where(
-            ((rollups.c.resolution == HOUR) & (rollups.c.start <= end - timedelta(seconds=HOUR)))
-            | (
-                (rollups.c.resolution == MINUTE)
-                & (rollups.c.start <= end - timedelta(seconds=MINUTE))
-            )
-        )
+        .where(split.condition(series.c.host, rollups))
     )
     return query if host is None else query.where(series.c.host == host)
 
