@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, Select, or_, select
+from sqlalchemy import Engine, Select, select
 
 from migrations.schema import gpu_allocations, gpu_usage, rollup_state, rollups, series
 
@@ -115,9 +115,11 @@ def summarize(
     """Cost, tokens and GPU time over (start, end] (minute-aligned edges are exact)."""
     with engine.connect() as conn:
         split = _Split.read(conn, start, end)
-        usage = list(conn.execute(_pick(gpu_usage, split, host)).mappings())
-        allocations = list(conn.execute(_pick(gpu_allocations, split, host)).mappings())
-        tokens = _tokens(conn.execute(_token_query(split, host)).all())
+        usage = _kept(split, conn.execute(_pick(gpu_usage, split, host)).mappings())
+        allocations = _kept(split, conn.execute(_pick(gpu_allocations, split, host)).mappings())
+        tokens = _tokens(
+            r for r in conn.execute(_token_query(split, host)).all() if split.keep(r[0], r[3], r[4])
+        )
     usage = _without_covered_minutes(usage)
     allocations = _without_covered_minutes(allocations)
     return _summary(start, end, usage, allocations, tokens, useful)
@@ -147,30 +149,41 @@ class _Split:
         )
         return cls(start, end, first, last, {h: w for h, w in conn.execute(query)})
 
-    def condition(self, host_column: Any, table: Any) -> Any:
-        clauses = [self._host(table, host_column == h, w) for h, w in self.hour_until.items()]
-        clauses.append(self._host(table, host_column.notin_(list(self.hour_until)), None))
-        return or_(*clauses)
+    def until(self, host: str) -> datetime:
+        """Where this host's hour rows stop and its minute rows take over."""
+        covered = self.hour_until.get(host, self.first_hour)
+        return max(self.first_hour, min(covered, self.last_hour_end))
 
-    def _host(self, table: Any, which: Any, hour_until: datetime | None) -> Any:
-        covered = self.first_hour if hour_until is None else hour_until
-        until = max(self.first_hour, min(covered, self.last_hour_end))
+    def ranges(self, table: Any) -> Any:
+        """Two index-friendly ranges (resolution, start); ``keep`` then picks per host."""
+        bounds = [self.until(h) for h in self.hour_until] or [self.first_hour]
+        low, high = min(bounds + [self.first_hour]), max(bounds)
         hours = (
             (table.c.resolution == HOUR)
             & (table.c.start >= self.first_hour)
-            & (table.c.start < until)
+            & (table.c.start < high)
         )
-        minutes = (
-            (table.c.resolution == MINUTE)
-            & (table.c.start >= self.start)
-            & (table.c.start <= self.end - timedelta(seconds=MINUTE))
-            & ((table.c.start < self.first_hour) | (table.c.start >= until))
+        minutes = (table.c.resolution == MINUTE) & (
+            ((table.c.start >= self.start) & (table.c.start < self.first_hour))
+            | ((table.c.start >= low) & (table.c.start <= self.end - timedelta(seconds=MINUTE)))
         )
-        return which & (hours | minutes)
+        return hours | minutes
+
+    def keep(self, host: str, resolution: int, start: datetime) -> bool:
+        until = self.until(host)
+        if resolution == HOUR:
+            return self.first_hour <= start < until
+        return self.start <= start < self.first_hour or until <= start <= self.end - timedelta(
+            seconds=MINUTE
+        )
+
+
+def _kept(split: _Split, rows: Iterable[Any]) -> list[Any]:
+    return [r for r in rows if split.keep(r["host"], r["resolution"], r["start"])]
 
 
 def _pick(table: Any, split: _Split, host: str | None) -> Select[Any]:
-    query = select(table).where(split.condition(table.c.host, table))
+    query = select(table).where(split.ranges(table))
     return query if host is None else query.where(table.c.host == host)
 
 
@@ -197,7 +210,7 @@ def _token_query(split: _Split, host: str | None) -> Select[Any]:
         )  # fmt: skip
         .join(series, series.c.id == rollups.c.series_id)
         .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)))
-        .where(split.condition(series.c.host, rollups))
+        .where(split.ranges(rollups))
     )
     return query if host is None else query.where(series.c.host == host)
 
