@@ -157,7 +157,7 @@ class _Split:
     def ranges(self, table: Any) -> Any:
         """Two index-friendly ranges (resolution, start); ``keep`` then picks per host."""
         bounds = [self.until(h) for h in self.hour_until] or [self.first_hour]
-        low, high = min(bounds + [self.first_hour]), max(bounds)
+        low, high = min(bounds), max(bounds)
         hours = (
             (table.c.resolution == HOUR)
             & (table.c.start >= self.first_hour)
