@@ -17,9 +17,16 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, Select, select
+from sqlalchemy import Engine, Select, case, func, literal, or_, select
 
-from migrations.schema import gpu_allocations, gpu_usage, rollup_state, rollups, series
+from migrations.schema import (
+    UtcDateTime,
+    gpu_allocations,
+    gpu_usage,
+    rollup_state,
+    rollups,
+    series,
+)
 
 MINUTE, HOUR = 60, 3600
 OUTPUT = "gpuwatch_engine_generation_tokens_total"
@@ -115,13 +122,9 @@ def summarize(
     """Cost, tokens and GPU time over (start, end] (minute-aligned edges are exact)."""
     with engine.connect() as conn:
         split = _Split.read(conn, start, end)
-        usage = _kept(split, conn.execute(_pick(gpu_usage, split, host)).mappings())
-        allocations = _kept(split, conn.execute(_pick(gpu_allocations, split, host)).mappings())
-        tokens = _tokens(
-            r for r in conn.execute(_token_query(split, host)).all() if split.keep(r[0], r[3], r[4])
-        )
-    usage = _without_covered_minutes(usage)
-    allocations = _without_covered_minutes(allocations)
+        usage = conn.execute(_usage_query(split, host)).mappings().all()
+        allocations = conn.execute(_allocation_query(split, host)).mappings().all()
+        tokens = _tokens(conn.execute(_token_query(split, host)).all())
     return _summary(start, end, usage, allocations, tokens, useful)
 
 
@@ -129,88 +132,107 @@ def summarize(
 class _Split:
     """Which rows answer a window: per host, hour rows for the whole hours its hour rollup
     covers, minute rows for the rest (the window's partial first and last hours, and what is
-    newer than that host's hour watermark). Reading only those keeps a month to ~720 rows per
-    GPU instead of 43,200 minute rows filtered afterwards."""
+    newer than that host's hour watermark). The database sums those rows, so a month costs a
+    few aggregate rows per GPU to read, not its ~720 hour rows (or 43,200 minute rows)."""
 
     start: datetime
     end: datetime
     first_hour: datetime  # the first whole hour in the window
     last_hour_end: datetime  # the end of the last whole hour in the window
-    hour_until: Mapping[str, datetime]  # host -> end of its hour rollup (rollup_state "hour")
+    # Every host that has rolled anything up -> the end of its hour rollup (rollup_state
+    # "hour"), None before its first hour. Only the rollup job writes rollup rows, and it
+    # writes rollup_state as it does, so no other host has rows to read.
+    hour_until: Mapping[str, datetime | None]
 
     @classmethod
     def read(cls, conn: Any, start: datetime, end: datetime) -> _Split:
-        first = start.replace(minute=0, second=0, microsecond=0)
+        first = _hour_floor(start)
         if first < start:
             first += timedelta(hours=1)
-        last = end.replace(minute=0, second=0, microsecond=0)
-        query = select(rollup_state.c.host, rollup_state.c.watermark).where(
-            rollup_state.c.job == "hour"
-        )
-        return cls(start, end, first, last, {h: w for h, w in conn.execute(query)})
+        hours: dict[str, datetime | None] = {}
+        for host, job, watermark in conn.execute(
+            select(rollup_state.c.host, rollup_state.c.job, rollup_state.c.watermark)
+        ):
+            hours[host] = watermark if job == "hour" else hours.get(host)
+        return cls(start, end, first, _hour_floor(end), hours)
 
-    def until(self, host: str) -> datetime:
+    def until(self, host: str | None) -> datetime:
         """Where this host's hour rows stop and its minute rows take over."""
-        covered = self.hour_until.get(host, self.first_hour)
-        return max(self.first_hour, min(covered, self.last_hour_end))
+        covered = _hour_floor(self.hour_until.get(host) or self.first_hour) if host else None
+        return max(self.first_hour, min(covered or self.first_hour, self.last_hour_end))
 
-    def ranges(self, table: Any) -> Any:
-        """Two index-friendly ranges (resolution, start); ``keep`` then picks per host."""
-        bounds = [self.until(h) for h in self.hour_until] or [self.first_hour]
-        low, high = min(bounds), max(bounds)
+    def rows(self, table: Any, host_column: Any) -> Any:
+        """The rows that answer the window, exactly: each host's hour rows before its
+        ``until`` and minute rows outside the hours those cover, so nothing counts twice and
+        the database can sum them. Three (resolution, start) ranges, each an index range with
+        the per-host edge as a filter: a condition OR-ed over hosts would make the planner
+        scan every row of every host instead."""
+        until = self._until_expression(host_column)
+        start, last_minute = table.c.start, self.end - timedelta(seconds=MINUTE)
         hours = (
-            (table.c.resolution == HOUR)
-            & (table.c.start >= self.first_hour)
-            & (table.c.start < high)
+            (table.c.resolution == HOUR) & (start >= self.first_hour) & (start < self.last_hour_end)
         )
-        minutes = (table.c.resolution == MINUTE) & (
-            ((table.c.start >= self.start) & (table.c.start < self.first_hour))
-            | ((table.c.start >= low) & (table.c.start <= self.end - timedelta(seconds=MINUTE)))
-        )
-        return hours | minutes
+        head = (table.c.resolution == MINUTE) & (start >= self.start) & (start < self.first_hour)
+        tail = (table.c.resolution == MINUTE) & (start >= self._tail_low()) & (start <= last_minute)
+        return or_(hours & (start < until), head, tail & (start >= until))
 
-    def keep(self, host: str, resolution: int, start: datetime) -> bool:
-        until = self.until(host)
-        if resolution == HOUR:
-            return self.first_hour <= start < until
-        return self.start <= start < self.first_hour or until <= start <= self.end - timedelta(
-            seconds=MINUTE
-        )
+    def _until_expression(self, host_column: Any) -> Any:
+        default = literal(self.until(None), UtcDateTime())
+        if not self.hour_until:
+            return default
+        whens = {h: literal(self.until(h), UtcDateTime()) for h in sorted(self.hour_until)}
+        return case(whens, value=host_column, else_=default)
 
-
-def _kept(split: _Split, rows: Iterable[Any]) -> list[Any]:
-    return [r for r in rows if split.keep(r["host"], r["resolution"], r["start"])]
+    def _tail_low(self) -> datetime:
+        # Hosts outside rollup_state have no rollup rows: they need not widen the range.
+        return min([self.until(h) for h in self.hour_until], default=self.last_hour_end)
 
 
-def _pick(table: Any, split: _Split, host: str | None) -> Select[Any]:
-    query = select(table).where(split.ranges(table))
-    return query if host is None else query.where(table.c.host == host)
+def _hour_floor(at: datetime) -> datetime:
+    return at.replace(minute=0, second=0, microsecond=0)
 
 
-def _without_covered_minutes(rows: Sequence[Any]) -> list[Any]:
-    """Minute rows whose hour is already there as an hour row are dropped (no double count)."""
-    hours = {(r["host"], r["start"]) for r in rows if r["resolution"] == HOUR}
-    return [
-        r
-        for r in rows
-        if r["resolution"] == HOUR
-        or (r["host"], r["start"].replace(minute=0, second=0, microsecond=0)) not in hours
-    ]
+def _usage_query(split: _Split, host: str | None) -> Select[Any]:
+    t = gpu_usage.c
+    query = (
+        select(
+            t.host,
+            t.gpu_uuid,
+            func.max(t.gpu_index).label("gpu_index"),
+            func.sum(t.cost_usd).label("cost_usd"),
+            func.sum(t.idle_cost_usd).label("idle_cost_usd"),
+            func.sum(t.observed_seconds).label("observed_seconds"),
+            func.sum(t.busy_seconds).label("busy_seconds"),
+        )  # fmt: skip
+        .where(split.rows(gpu_usage, t.host))
+        .group_by(t.host, t.gpu_uuid)
+    )
+    return query if host is None else query.where(t.host == host)
+
+
+def _allocation_query(split: _Split, host: str | None) -> Select[Any]:
+    t = gpu_allocations.c
+    query = (
+        select(
+            t.host,
+            t.target,
+            func.sum(t.cost_usd).label("cost_usd"),
+            func.sum(t.seconds).label("seconds"),
+            func.sum(t.busy_seconds).label("busy_seconds"),
+        )  # fmt: skip
+        .where(split.rows(gpu_allocations, t.host))
+        .group_by(t.host, t.target)
+    )
+    return query if host is None else query.where(t.host == host)
 
 
 def _token_query(split: _Split, host: str | None) -> Select[Any]:
     query = (
-        select(
-            series.c.host,
-            series.c.metric,
-            series.c.labels,
-            rollups.c.resolution,
-            rollups.c.start,
-            rollups.c.increase,
-        )  # fmt: skip
+        select(series.c.host, series.c.metric, series.c.labels, func.sum(rollups.c.increase))
         .join(series, series.c.id == rollups.c.series_id)
         .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)))
-        .where(split.ranges(rollups))
+        .where(split.rows(rollups, series.c.host))
+        .group_by(series.c.host, series.c.metric, series.c.labels)
     )
     return query if host is None else query.where(series.c.host == host)
 
@@ -219,12 +241,9 @@ TokenKey = tuple[str, str, str]  # (host, target, model)
 
 
 def _tokens(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
-    rows = list(rows)
-    hours = {(h, lj, s) for h, _, lj, res, s, _ in rows if res == HOUR}
     per: dict[tuple[TokenKey, str], float] = defaultdict(float)
-    for host, metric, labels_json, resolution, start, increase in rows:
-        hour = start.replace(minute=0, second=0, microsecond=0)
-        if increase is None or (resolution == MINUTE and (host, labels_json, hour) in hours):
+    for host, metric, labels_json, increase in rows:
+        if increase is None:
             continue
         labels = json.loads(labels_json)
         key = (host, labels.get("target", ""), labels.get("model", ""))

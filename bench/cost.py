@@ -546,6 +546,19 @@ def once(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def fill(engine: Engine, fleet: Fleet, card: RateCard, now: datetime, days: int) -> None:
+    t = time.perf_counter()
+    rows = load(engine, fleet)
+    load_s = time.perf_counter() - t
+    print(f"load: {rows:,} raw sample rows in {load_s:.1f} s ({rows / load_s:,.0f} rows/s)")
+    fill_s, runs = fill_rollups(engine, fleet, card, now, days)
+    host_days = len(fleet.hosts) * days
+    print(
+        f"rollup fill: {runs} Rollup.run calls in {fill_s:.1f} s "
+        f"({fill_s / host_days:.2f} s per host-day; a daemon pays it incrementally)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=int, default=30)
@@ -555,7 +568,18 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="timed summarize calls")
     parser.add_argument("--raw-rounds", type=int, default=2, help="timed raw baselines")
     parser.add_argument("--database-url", help="default: SQLite in a temporary folder")
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="the database at --database-url holds an earlier run's fleet (same arguments, run"
+        " with --no-diagnostics): skip the load and the rollup fill",
+    )
+    parser.add_argument(
+        "--no-diagnostics", action="store_true", help="keep the minute rows (for --measure-only)"
+    )
     args = parser.parse_args()
+    if args.measure_only and not args.database_url:
+        parser.error("--measure-only needs --database-url")
     fleet = build_fleet(args.days, args.gpus, args.models, args.step_seconds)
     card = rate_card(fleet, args.days)
     start, end = T0, T0 + timedelta(days=args.days)
@@ -569,18 +593,9 @@ def main() -> int:
             f"targets/models; {args.days} days of ticks every {args.step_seconds:g} s; {kind}"
         )
 
-        t = time.perf_counter()
-        rows = load(engine, fleet)
-        load_s = time.perf_counter() - t
-        print(f"load: {rows:,} raw sample rows in {load_s:.1f} s ({rows / load_s:,.0f} rows/s)")
-
         now = end + TAIL
-        fill_s, runs = fill_rollups(engine, fleet, card, now, args.days)
-        host_days = len(fleet.hosts) * args.days
-        print(
-            f"rollup fill: {runs} Rollup.run calls in {fill_s:.1f} s "
-            f"({fill_s / host_days:.2f} s per host-day; a daemon pays it incrementally)"
-        )
+        if not args.measure_only:
+            fill(engine, fleet, card, now, args.days)
         print("table rows: " + ", ".join(f"{k} {v:,}" for k, v in table_rows(engine).items()))
 
         max_gap = Rollup(engine, "", card, fleet.step).max_gap
@@ -617,6 +632,9 @@ def main() -> int:
             f"{'OK' if a_median < A_TARGET_S else 'OVER TARGET'}"
         )
 
+        if args.no_diagnostics:
+            engine.dispose()
+            return 0
         # Diagnostics: the daemon's minute job, then A and that job with only hour rows, i.e.
         # what they would cost if summarize skipped the minute rows its hour rows cover.
         config = Config(host=fleet.hosts[0], database_url=url, rates=card.rates)
