@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agent.alert_config import AlertsConfig, parse_alerts
 from agent.config_reader import Reader
 from agent.ratecard import Rate, RateCard, parse_rates
 from agent.secret import Secret
@@ -117,9 +118,22 @@ class AlertmanagerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    # A plain ``url`` or, where the URL itself carries a token, ``url_env`` / ``url_file``.
+    url: Secret | None = None
+    bearer_token: Secret | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NotifyConfig:
     slack: SlackConfig = field(default_factory=SlackConfig)
     alertmanager: AlertmanagerConfig = field(default_factory=AlertmanagerConfig)
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
+
+    @property
+    def any(self) -> bool:
+        slack = self.slack.webhook_url is not None or self.slack.token is not None
+        return slack or self.alertmanager.url is not None or self.webhook.url is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +152,7 @@ class Config:
     billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     source: str = "built-in defaults"
 
     @property
@@ -212,6 +227,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "cost",
             "retention",
             "billing",
+            "alerts",
         },
     )
     config = Config(
@@ -227,6 +243,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         billing=_billing(r, top),
         budget=_budget(r, top),
         notify=_notify(r, top),
+        alerts=parse_alerts(r, top),
         source=source,
     )
     if r.problems:
@@ -380,7 +397,7 @@ def _budget(r: Reader, top: dict[str, Any]) -> BudgetConfig:
 
 
 def _notify(r: Reader, top: dict[str, Any]) -> NotifyConfig:
-    t = r.sub(top, "notify", {"slack", "alertmanager"})
+    t = r.sub(top, "notify", {"slack", "alertmanager", "webhook"})
     slack = r.table(
         t.get("notify.slack", {}),
         "notify.slack",
@@ -398,4 +415,16 @@ def _notify(r: Reader, top: dict[str, Any]) -> NotifyConfig:
             webhook_url=r.secret(slack, "notify.slack.webhook_url"), token=token, channel=channel
         ),
         alertmanager=AlertmanagerConfig(url=r.optional_string(am, "notify.alertmanager.url")),
+        webhook=_webhook(r, t),
     )
+
+
+def _webhook(r: Reader, t: dict[str, Any]) -> WebhookConfig:
+    keys = {"url", "url_env", "url_file", "bearer_token_env", "bearer_token_file"}
+    hook = r.table(t.get("notify.webhook", {}), "notify.webhook", keys)
+    plain = r.optional_string(hook, "notify.webhook.url")
+    hidden = r.secret(hook, "notify.webhook.url")
+    if plain is not None and hidden is not None:
+        r.problem("notify.webhook.url", "set either url or url_env / url_file, not both")
+    url = hidden or (Secret(plain, "notify.webhook.url") if plain is not None else None)
+    return WebhookConfig(url=url, bearer_token=r.secret(hook, "notify.webhook.bearer_token"))

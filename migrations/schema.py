@@ -202,3 +202,79 @@ billing_resources = Table(
     Column("last_seen", UtcDateTime(), nullable=False),
     Column("metered_usd", Numeric(24, 12), nullable=False),
 )
+
+# -- alerts ----------------------------------------------------------------------------------
+# ``scope`` is the host whose daemon evaluates the alerts, or "fleet" for the fleet-level rules
+# (budget): several daemons share one PostgreSQL and each must only touch its own rows.
+# ``labels`` is canonical JSON (sorted keys), so equal label sets are equal strings.
+
+alert_states = Table(
+    "alert_states",
+    metadata,
+    Column("scope", String(255), primary_key=True),
+    Column("rule", String(128), primary_key=True),
+    Column("labels", Text, primary_key=True),
+    Column("state", String(16), nullable=False),  # pending | firing | resolved
+    Column("active_at", UtcDateTime(), nullable=True),
+    Column("fired_at", UtcDateTime(), nullable=True),
+    Column("resolved_at", UtcDateTime(), nullable=True),
+    Column("last_true_at", UtcDateTime(), nullable=True),
+    Column("value", Double, nullable=True),
+    Column("annotations", Text, nullable=False),
+    Column("severity", String(16), nullable=False),
+)
+
+# When each notification group started firing (group_wait counts from here).
+alert_groups = Table(
+    "alert_groups",
+    metadata,
+    Column("scope", String(255), primary_key=True),
+    Column("receiver", String(128), primary_key=True),
+    Column("group_labels", Text, primary_key=True),
+    Column("first_seen", UtcDateTime(), nullable=False),
+)
+
+# Alertmanager's notification log: what each receiver was last told about each group.
+notification_log = Table(
+    "notification_log",
+    metadata,
+    Column("scope", String(255), primary_key=True),
+    Column("receiver", String(128), primary_key=True),
+    Column("group_labels", Text, primary_key=True),
+    Column("sent_at", UtcDateTime(), nullable=False),
+    Column("firing", Text, nullable=False),  # JSON list of [rule, labels-json]
+    Column("resolved", Text, nullable=False),
+)
+
+# Notifications to deliver: written in the same transaction as the decision to send them,
+# marked once delivered, so a restart neither loses nor repeats one.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("scope", String(255), nullable=False),
+    Column("receiver", String(128), nullable=False),
+    Column("group_labels", Text, nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("payload", Text, nullable=False),  # the Notification as JSON
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("expires_at", UtcDateTime(), nullable=False),
+    Column("next_attempt_at", UtcDateTime(), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("status", String(16), nullable=False),  # pending | delivered | failed | expired
+    Column("last_error", Text, nullable=True),
+    Column("finished_at", UtcDateTime(), nullable=True),
+    Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
+)
+
+silences = Table(
+    "silences",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("matchers", Text, nullable=False),  # JSON list of matcher strings (k="v", k=~"re")
+    Column("starts_at", UtcDateTime(), nullable=False),
+    Column("ends_at", UtcDateTime(), nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
