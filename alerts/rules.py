@@ -242,27 +242,32 @@ _DEFAULTS = (
         first_fraction=0.5, second_fraction=0.8, critical_fraction=1.0,
     ),
     # anchors section 3 "Budgets + forecast + threshold alerts" (Vantage, Kubecost forecasts);
-    # held 1 h so one expensive hour early in the month does not cry wolf.
+    # held 1 h so one expensive hour early in the month does not cry wolf, and no forecast
+    # from under 6 h of metered history (the 4.1 no-traffic guard: judge on enough data).
     _rule(
         "ProjectedOverBudget", "1h", _W,
         "At the current pace, spend will exceed the period's budget before it ends.",
         "Projected over budget ({where}): {value:.0%} of the budget by period end",
+        min_history_seconds=21600.0,
     ),
-    # anchors 4.4 "Spend anomaly": cost > N x trailing baseline (Vantage AnomalyNotification).
+    # anchors 4.4 "Spend anomaly": cost > N x trailing baseline (Vantage AnomalyNotification);
+    # the baseline is the median hour of the last 7 days, judged once a day of hours exists.
     _rule(
         "BurnRateJump", "30m", _W,
         "The hourly spend rate jumped well above its usual level.",
         "Burn rate jump ({where}): {value:.1f}x the baseline",
-        factor=2.0,
+        factor=2.0, min_history_hours=24.0,
     ),
     # anchors 4.4 "High inference cost": OpenCost's example ($/M tokens > 10). No universal
     # ceiling exists, so both limits are unset until the user names a ceiling or the API price
     # the self-hosted model competes with (anchors section 3, self-host vs API comparison).
+    # Judged over the 24 h window of gpuwatch_cost_per_million_tokens_usd, and only for models
+    # with 100k useful tokens in it: fewer is idle cost (GpuIdle), not a token price.
     _rule(
         "CostPerMtokHigh", "1h", _W,
         "Cost per million tokens is above the ceiling or the API price it competes with.",
         "Cost per million tokens high ({where}): ${value:.2f}",
-        ceiling_usd=None, api_usd_per_million=None,
+        ceiling_usd=None, api_usd_per_million=None, window_seconds=86400.0, min_tokens=100000.0,
     ),
 )
 # fmt: on

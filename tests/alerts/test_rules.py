@@ -68,8 +68,17 @@ def test_defaults_are_the_issue_s_rules_with_their_for_and_severity() -> None:
             "BudgetThreshold",
             {"first_fraction": 0.5, "second_fraction": 0.8, "critical_fraction": 1.0},
         ),
-        ("BurnRateJump", {"factor": 2}),
-        ("CostPerMtokHigh", {"ceiling_usd": None, "api_usd_per_million": None}),
+        ("ProjectedOverBudget", {"min_history_seconds": 21600}),
+        ("BurnRateJump", {"factor": 2, "min_history_hours": 24}),
+        (
+            "CostPerMtokHigh",
+            {
+                "ceiling_usd": None,
+                "api_usd_per_million": None,
+                "window_seconds": 86400,
+                "min_tokens": 100000,
+            },
+        ),
     ],
 )
 def test_default_thresholds(rule: str, thresholds: dict[str, float | None]) -> None:
@@ -161,7 +170,12 @@ def test_overrides_tune_and_disable_rules() -> None:
     assert idle.thresholds == {"utilization_below": 0.1, "warmup_seconds": 900}
     assert not rules["GpuHot"].enabled
     assert rules["GpuHot"].thresholds["celsius_above"] == 90.0
-    assert rules["CostPerMtokHigh"].thresholds == {"ceiling_usd": 4.0, "api_usd_per_million": None}
+    assert rules["CostPerMtokHigh"].thresholds == {
+        "ceiling_usd": 4.0,
+        "api_usd_per_million": None,
+        "window_seconds": 86400.0,
+        "min_tokens": 100000.0,
+    }
     assert rules["TargetDown"] is DEFAULT_RULES["TargetDown"]
     # The defaults themselves are untouched.
     assert DEFAULT_RULES["GpuIdle"].for_seconds == 1800
