@@ -13,12 +13,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import func, select
+
 from agent.config import Config
 from agent.runner import Round
+from agent.series_math import histogram_quantile
 from agent.store import Store
 from agent.windows import HistogramWindow, histogram_window
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from collectors.base import Sample
+from migrations.schema import rollups, series
 
 Points = tuple[tuple[datetime, float], ...]
 PairKey = tuple[str, str]  # (target, model)
@@ -33,6 +37,7 @@ WAITING = "gpuwatch_engine_requests_waiting"
 TARGET_UP = "gpuwatch_target_up"
 _PRICE = "gpuwatch_gpu_hourly_cost_usd"
 BASELINE = timedelta(hours=24)
+HOUR_SECONDS = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,19 +196,54 @@ def _queue_points(
 def _latencies(
     store: Store, host: str, pairs: Iterable[PairKey], now: datetime, window: float
 ) -> tuple[Latencies, Latencies]:
-    """p99 and observation count per (target, model, kind): over the short window, and over
-    the 24 h before it as the baseline (excluding the window, so a spike is not its own norm)."""
+    """p99 and observation count per (target, model, kind): over the short window from raw
+    samples, and as the baseline over the 24 h before it from the hour rollups."""
     short_start = now - timedelta(seconds=window)
     p99: Latencies = {}
-    baseline: Latencies = {}
-    for target, model in sorted(pairs):
+    wanted = set(pairs)
+    for target, model in sorted(wanted):
         match = {"host": host, "target": target, "model": model}
         for kind, metric in LATENCY_METRICS.items():
-            key = (target, model, kind)
-            _put(p99, key, histogram_window(store, metric, short_start, now, match))
-            base = histogram_window(store, metric, now - BASELINE, short_start, match)
-            _put(baseline, key, base)
-    return p99, baseline
+            _put(
+                p99, (target, model, kind), histogram_window(store, metric, short_start, now, match)
+            )
+    return p99, _baselines(store, host, wanted, short_start)
+
+
+def _baselines(store: Store, host: str, pairs: set[PairKey], before: datetime) -> Latencies:
+    """p99 per (target, model, kind) over the whole hours of the 24 h before ``before``, from
+    the hour rollups' bucket increases (restart-safe already). Reading 24 h of raw buckets
+    instead would cost more every tick than the rest of the evaluation together; a baseline
+    moves slowly, so whole hours (up to an hour old) are what it needs. Bucket sets that
+    changed within the day are summed per bound and made monotonic by histogram_quantile."""
+    end = before.replace(minute=0, second=0, microsecond=0)
+    metrics = {m + "_bucket": kind for kind, m in LATENCY_METRICS.items()}
+    query = (
+        select(series.c.metric, series.c.labels, func.sum(rollups.c.increase))
+        .join(series, series.c.id == rollups.c.series_id)
+        .where(
+            rollups.c.resolution == HOUR_SECONDS,
+            rollups.c.start >= end - BASELINE,
+            rollups.c.start < end,
+            series.c.host == host,
+            series.c.metric.in_(list(metrics)),
+        )
+        .group_by(series.c.metric, series.c.labels)
+    )
+    buckets: dict[LatencyKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    with store.engine.connect() as conn:
+        for metric, labels_json, increase in conn.execute(query):
+            labels = json.loads(labels_json)
+            pair = (labels.get("target", ""), labels.get("model", ""))
+            if pair in pairs and increase is not None and "le" in labels:
+                buckets[(*pair, metrics[metric])][float(labels["le"])] += increase
+    out: Latencies = {}
+    for key, by_le in buckets.items():
+        ordered = sorted(by_le.items())
+        value = histogram_quantile(0.99, ordered)
+        if value is not None and ordered[-1][1] > 0:
+            out[key] = (value, ordered[-1][1])
+    return out
 
 
 def _put(into: Latencies, key: LatencyKey, window: HistogramWindow) -> None:

@@ -10,8 +10,13 @@ from datetime import UTC, datetime
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from agent.alert_conditions import RULES as HOST_RULES
+from agent.alert_conditions import conditions
+from agent.alert_inputs import gather
+from agent.alerting import FLEET, Alerting, Delivery, build_receivers
 from agent.allocation import Allocator, TargetPlacement
 from agent.billing import BillingJob
+from agent.budget_alerts import BUDGET_RULES, budget_conditions, gather_budget
 from agent.config import Config, TargetConfig
 from agent.cost_metrics import cost_samples, hourly_prices
 from agent.db import open_database
@@ -65,7 +70,12 @@ class App:
     allocator: Allocator
     rollup: Rollup
     billing: BillingJob
+    alerting: Alerting
+    fleet_alerting: Alerting  # the budget rules, over every host's data
+    started_at: datetime | None = None  # the first tick: "never collected" counts from here
+    queued: int = 0  # notifications the last tick queued (the daemon delivers them at once)
     _store_failing: bool = False
+    _alerts_failing: bool = False
 
     @classmethod
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
@@ -73,6 +83,7 @@ class App:
         engine = open_database(config.database_url)
         chosen = build_collectors(config) if collectors is None else collectors
         placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
+        receivers = build_receivers(config)
         return cls(
             config,
             engine,
@@ -81,6 +92,8 @@ class App:
             Allocator(config.host, placements),
             Rollup.from_config(engine, config),
             BillingJob(engine, config.billing),
+            Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES),
+            Alerting.for_scope(engine, FLEET, config.alerts, receivers, BUDGET_RULES),
         )
 
     def tick(self, now: datetime) -> Round:
@@ -103,12 +116,53 @@ class App:
             if self._store_failing:
                 log.info("storing rounds recovered")
             self._store_failing = False
+            self.queued = self.evaluate_alerts(round_, now)
         return round_
+
+    def evaluate_alerts(self, round_: Round, now: datetime) -> int:
+        """This host's rules after a stored round; returns how many notifications were queued.
+        Skipped when the round could not be stored: the rules read their windows from the
+        store, and a half-seen round would resolve alerts that still hold."""
+        self.started_at = self.started_at or now
+        rules = self.alerting.rules
+        try:
+            inputs = gather(self.store, round_, self.config, now, rules=rules,
+                            started_at=self.started_at)  # fmt: skip
+            found, evaluated = conditions(rules, inputs)
+            _, plan = self.alerting.evaluate(found, evaluated, now)
+        except SQLAlchemyError as exc:
+            if not self._alerts_failing:
+                log.error("evaluating alerts failed (retrying every tick): %s", _brief(exc))
+            self._alerts_failing = True
+            return 0
+        if self._alerts_failing:
+            log.info("evaluating alerts recovered")
+        self._alerts_failing = False
+        return len(plan.notifications)
+
+    def deliver(self, now: datetime) -> Delivery:
+        """Send the queued notifications that are due (a separate job: a slow receiver must
+        not hold up collection)."""
+        host, fleet = self.alerting.deliver(now), self.fleet_alerting.deliver(now)
+        return host + fleet
 
     def roll_up(self, now: datetime) -> list[Sample]:
         """Roll up what is complete, then recompute the cost signals from the rollups."""
         self.rollup.run(now)
+        self.queued = self.evaluate_fleet_alerts(now)
         return cost_samples(self.engine, self.config, now)
+
+    def evaluate_fleet_alerts(self, now: datetime) -> int:
+        """The budget rules, once a minute after the rollup (they read rollups only)."""
+        rules = self.fleet_alerting.rules
+        try:
+            inputs = gather_budget(self.engine, self.config, now, rules)
+            found, evaluated = budget_conditions(rules, inputs)
+            _, plan = self.fleet_alerting.evaluate(found, evaluated, now)
+        except SQLAlchemyError as exc:
+            log.error("evaluating budget alerts failed (retrying next minute): %s", _brief(exc))
+            return 0
+        return len(plan.notifications)
 
     def close(self) -> None:
         """Release the collectors (NVML session, HTTP clients), the workers and the database."""

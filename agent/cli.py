@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agent import __version__, breakeven_cli, cost_cli
+from agent import __version__, alerts_cli, breakeven_cli, cost_cli
 from agent.app import App, utc_now
 from agent.config import Config, ConfigError, load_config
 from agent.cost_cli import measured_workload
@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     breakeven_cli.add_parser(sub)
     cost_cli.add_parsers(sub)
+    alerts_cli.add_parsers(sub)
 
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -93,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "breakeven": cmd_breakeven,
         "cost": cmd_cost,
         "import": cmd_import,
+        "alerts": lambda a: alerts_cli.run_alerts(a, load_config(a.config), utc_now()),
+        "silence": lambda a: alerts_cli.run_silence(a, load_config(a.config), utc_now()),
     }
     try:
         return handlers[args.command](args)

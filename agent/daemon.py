@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 JOB_ID = "collect"
 ROLLUP_SECONDS = 60  # rollups and cost signals: minute buckets complete once a minute
 BILLING_SECONDS = 3600  # provider APIs: hourly is within every documented rate limit
+DELIVER_JOB = "deliver"
+DELIVER_SECONDS = 5  # retries come due between ticks; fresh notifications wake the job at once
 
 
 @dataclass
@@ -95,6 +97,15 @@ class Daemon:
                 log.exception("tick failed")
             finally:
                 self._tick_started = None
+            if self.app.queued and self.scheduler.running:
+                self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
+
+    def deliver(self) -> None:
+        """Send queued notifications; a failed send is recorded in the outbox, not raised."""
+        try:
+            self.app.deliver(self.clock())
+        except Exception:
+            log.exception("delivering notifications failed; the outbox keeps them")
 
     def roll_up(self) -> None:
         """The minute job: rollups, retention, then the cost signals on /metrics."""
@@ -102,6 +113,8 @@ class Daemon:
             self.latest.update_cost(self.app.roll_up(self.clock()))
         except Exception:
             log.exception("rollup failed; it resumes from its watermark next minute")
+        if self.app.queued and self.scheduler.running:
+            self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
 
     def bill(self) -> None:
         """The hourly job: provider APIs; each failing provider is logged and stores nothing."""
@@ -132,6 +145,10 @@ class Daemon:
         self.scheduler.add_job(
             self.roll_up, "interval", seconds=ROLLUP_SECONDS, id="rollup", max_instances=1,
             coalesce=True, misfire_grace_time=ROLLUP_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.deliver, "interval", seconds=DELIVER_SECONDS, id=DELIVER_JOB, max_instances=1,
+            coalesce=True, misfire_grace_time=DELIVER_SECONDS, next_run_time=utc_now(),
         )  # fmt: skip
         self.scheduler.add_job(
             self.bill, "interval", seconds=BILLING_SECONDS, id="billing", max_instances=1,

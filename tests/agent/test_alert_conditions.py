@@ -342,7 +342,7 @@ def test_gather_reads_p99_queue_points_and_health_from_the_store(tmp_path: Path)
     value, count = data.p99[("llm", "m", "ttft")]
     assert count == 300.0  # 30 scrapes of 10 requests in the 5 min window
     assert 0.1 < value <= 1.0
-    assert data.baseline_p99[("llm", "m", "ttft")][1] == 60.0  # the minute before the window
+    assert data.baseline_p99 == {}  # no whole hour rolled up yet
     points = data.queue_points[("llm", "m")]
     assert len(points) == 37 and points[0] == (T, 1.0) and points[-1] == (now, 37.0)
     assert data.target_up_since == {"llm": T}
@@ -351,3 +351,24 @@ def test_gather_reads_p99_queue_points_and_health_from_the_store(tmp_path: Path)
     assert data.billed_gpus == frozenset({GPU}) and data.gpu_hourly_usd == {GPU: 3.6}
     found, _ = conditions(DEFAULT_RULES, data)
     assert {c.key.rule for c in found} == {"GpuIdle", "QueueGrowing"}
+
+
+def test_the_latency_baseline_is_the_p99_of_the_hour_rollups_before_the_window(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    upgrade_database(url)
+    config = replace(load_config(None, {"GPUWATCH_DATABASE_URL": url}), host=HOST)
+    app = App.open(config, collectors=[ScriptedNvml(), ScriptedEngine()])
+    try:
+        for i in range(181):  # three hours at 60 s
+            round_ = app.tick(T + timedelta(seconds=60 * i))
+        now = T + timedelta(hours=3)
+        app.rollup.run(now + timedelta(minutes=5))
+        data = gather(app.store, round_, config, now, started_at=T)
+    finally:
+        app.close()
+    # The whole hours before the 5 min window (14:55): 12:00-14:00, 600 requests each.
+    value, count = data.baseline_p99[("llm", "m", "ttft")]
+    assert count == 2 * 600
+    assert 0.1 < value <= 1.0

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import base64
 import logging
-import shutil
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +16,7 @@ from alerts.alertmanager import AlertmanagerNotifier, alert_payload
 from alerts.model import AlertState, Severity, State
 from alerts.notify import NotifyError
 from tests.alerts.notifiers.conftest import NOW, Loopback, Reply, alert, notification
+from tests.real_alertmanager import alertmanager  # noqa: F401
 
 PASSWORD = "amPassw0rd/secret"
 API = "/api/v2/alerts"
@@ -128,71 +124,6 @@ def test_a_bad_url_raises_without_quoting_credentials() -> None:
 
 # --- the real thing -------------------------------------------------------------------------
 
-AM_CONFIG = """\
-route:
-  receiver: blackhole
-  group_wait: 1s
-receivers:
-  - name: blackhole
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"alertmanager exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{base}/-/ready", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"alertmanager not ready after 15 s:\n{log.read_text()}")
-
-
-@pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[str]:
-    """A real Alertmanager on loopback (no gossip, no notifications); yields its base URL."""
-    binary = shutil.which("prometheus-alertmanager")
-    if binary is None:
-        pytest.skip(
-            "prometheus-alertmanager not installed (make test installs Debian's package as root)"
-        )
-    config = tmp_path / "am.yml"
-    config.write_text(AM_CONFIG)
-    base = f"http://127.0.0.1:{_free_port()}"
-    log = tmp_path / "alertmanager.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--web.listen-address={base.removeprefix('http://')}",
-                "--cluster.listen-address=",  # else gossip binds 0.0.0.0:9094
-                f"--storage.path={tmp_path / 'data'}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_ready(base, process, log)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
 
 def _listed(base: str, labels: dict[str, str]) -> list[dict[str, Any]]:
     alerts: list[dict[str, Any]] = httpx.get(f"{base}{API}", timeout=5).json()
@@ -200,7 +131,7 @@ def _listed(base: str, labels: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def test_real_alertmanager_lists_a_firing_alert_and_drops_it_once_resolved(
-    alertmanager: str,
+    alertmanager: str,  # noqa: F811
 ) -> None:
     now = datetime.now(UTC).replace(microsecond=0)  # Alertmanager keeps milliseconds
     firing = AlertState(

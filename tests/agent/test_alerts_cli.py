@@ -1,0 +1,123 @@
+"""`gpuwatch alerts` and `gpuwatch silence` through the real command line over a database that
+the alerting wrote, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.alerting import Alerting
+from agent.cli import main
+from agent.config import load_config
+from agent.db import open_database, upgrade_database
+from alerts.model import AlertKey, Condition
+from alerts.rules import DEFAULT_RULES
+
+GPU = {"host": "box", "gpu_index": "0", "gpu_uuid": "GPU-a"}
+
+
+@pytest.fixture
+def config_path(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    upgrade_database(db_url)
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text('host = "box"\n', encoding="utf-8")
+    monkeypatch.setenv("GPUWATCH_DATABASE_URL", db_url)
+    return str(path)
+
+
+def evaluate_now(config_path: str, conditions: list[Condition]) -> None:
+    """One evaluation at the real present (the CLI reads the real clock)."""
+    config = load_config(config_path)
+    engine = open_database(config.database_url)
+    try:
+        alerting = Alerting.for_scope(engine, "box", config.alerts, (), DEFAULT_RULES)
+        now = datetime.now(UTC)
+        alerting.evaluate(conditions, set(DEFAULT_RULES), now - timedelta(minutes=3))
+        alerting.evaluate(conditions, set(DEFAULT_RULES), now)
+    finally:
+        engine.dispose()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_alerts_lists_firing_then_pending_with_their_summaries(
+    config_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evaluate_now(
+        config_path,
+        [
+            Condition(AlertKey.of("GpuIdle", GPU), 0.01, {"usd_per_hour": "3.6"}),
+            Condition(AlertKey.of("CollectorDown", {"host": "box", "collector": "nvml"}), 3.0),
+        ],
+    )
+    code, out, _ = run(capsys, "alerts", "--config", config_path)
+    assert code == 0
+    firing, pending = out.splitlines()[1:3]
+    assert firing.startswith("firing   critical") and "CollectorDown" in firing
+    assert pending.startswith("pending  warning") and "$0.18 burnt at $3.60/h" in pending
+
+    code, out, _ = run(capsys, "alerts", "--json", "--config", config_path)
+    body = json.loads(out)
+    assert [(a["rule"], a["state"]) for a in body["alerts"]] == [
+        ("CollectorDown", "firing"),
+        ("GpuIdle", "pending"),
+    ]
+    assert body["alerts"][1]["labels"] == GPU and body["undelivered_notifications"] == 0
+
+
+def test_no_alerts_says_so(config_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "alerts", "--config", config_path)[1] == "No alerts firing or pending.\n"
+
+
+def test_silence_add_list_expire(config_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "silence", "add", "--match", "alertname=GpuIdle", "--match", 'host=~"box-.*"',
+        "--duration", "2h", "--comment", "maintenance", "--author", "ana", "--config", config_path,
+    )  # fmt: skip
+    assert code == 0
+    silence_id = out.strip()
+    listed = json.loads(run(capsys, "silence", "list", "--json", "--config", config_path)[1])
+    (shown,) = listed["silences"]
+    assert shown["id"] == silence_id and shown["state"] == "active"
+    assert shown["matchers"] == ['alertname="GpuIdle"', 'host=~"box-.*"']
+    assert shown["created_by"] == "ana" and shown["comment"] == "maintenance"
+    ends = datetime.fromisoformat(shown["ends_at"]) - datetime.fromisoformat(shown["starts_at"])
+    assert ends == timedelta(hours=2)
+
+    assert run(capsys, "silence", "expire", silence_id, "--config", config_path)[0] == 0
+    out = run(capsys, "silence", "list", "--config", config_path)[1]
+    assert out == "No active or pending silences.\n"
+    out = run(capsys, "silence", "list", "--all", "--config", config_path)[1]
+    assert silence_id in out and "expired" in out
+
+    code, _, err = run(capsys, "silence", "expire", silence_id, "--config", config_path)
+    assert code == 1 and "already expired" in err
+
+
+def test_silence_errors_name_the_argument(
+    config_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        capsys, "silence", "add", "--match", "no operator", "--duration", "2h",
+        "--comment", "x", "--config", config_path,
+    )  # fmt: skip
+    assert code == 1 and "--match: bad matcher 'no operator'" in err
+    code, _, err = run(
+        capsys, "silence", "add", "--match", "a=b", "--duration", "2 hours",
+        "--comment", "x", "--config", config_path,
+    )  # fmt: skip
+    assert code == 1 and "--duration:" in err
+    code, _, err = run(
+        capsys, "silence", "add", "--match", "host=~.*", "--duration", "2h",
+        "--comment", "x", "--config", config_path,
+    )  # fmt: skip
+    assert code == 1 and "must not match the empty string" in err
+    code, _, err = run(capsys, "silence", "expire", "nope", "--config", config_path)
+    assert code == 1 and "no silence with id 'nope'" in err
