@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from agent import alert_store
 from agent.alerting import Alerting, backoff, build_receivers
-from agent.config import Config, load_config
+from agent.config import Config, ConfigError, load_config
 from agent.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
@@ -273,3 +273,59 @@ def test_backoff_doubles_to_five_minutes_and_retry_after_wins_when_longer() -> N
     assert waits == [10, 20, 40, 80, 160, 300, 300]
     assert backoff(1, 120.0, 0.0) == timedelta(seconds=120)
     assert backoff(3, 1.0, 0.5) == timedelta(seconds=44)  # 40 s plus 10 % jitter
+
+
+def test_the_webhook_receiver_gets_the_alert_with_its_bearer_token(
+    tmp_path: Path,
+    loopback: Loopback,  # noqa: F811
+) -> None:
+    loopback.reply("/hook", Reply(200, "ok"))
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    upgrade_database(url)
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text(
+        f'host = "box"\n[notify.webhook]\nurl = "{loopback.url}/hook"\n'
+        'bearer_token_env = "HOOK_TOKEN"\n'
+    )
+    config = load_config(str(path), {"GPUWATCH_DATABASE_URL": url, "HOOK_TOKEN": "tok-123"})
+    engine = open_database(url)
+    try:
+        alerting = Alerting.for_scope(
+            engine, "box", config.alerts, build_receivers(config), DEFAULT_RULES
+        )
+        alerting.evaluate([condition("CollectorDown")], set(DEFAULT_RULES), T0)
+        assert alerting.deliver(T0).delivered == 1
+    finally:
+        engine.dispose()
+    (request,) = loopback.requests
+    assert request.headers["authorization"] == "Bearer tok-123"
+    body = request.json()
+    assert (
+        body["status"] == "firing" and body["alerts"][0]["labels"]["alertname"] == "CollectorDown"
+    )
+
+
+def test_rule_tunings_and_route_timers_come_from_the_config(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path, "sqlite://", "https://hooks.slack.com/services/T/B/x",
+        '[alerts.route]\ngroup_wait = "30s"\nrepeat_interval = "1h"\n'
+        '[alerts.rules.GpuIdle]\nfor = "45m"\nutilization_below = 0.03\n',
+    )  # fmt: skip
+    (receiver,) = build_receivers(config)
+    assert receiver.route.group_wait == timedelta(seconds=30)
+    assert receiver.route.repeat_interval == timedelta(hours=1)
+    assert config.alerts.rules["GpuIdle"].for_seconds == 2700
+    assert config.alerts.rules["GpuIdle"].thresholds["utilization_below"] == 0.03
+
+
+def test_bad_alert_settings_are_named_with_their_key_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        make_config(
+            tmp_path, "sqlite://", "https://hooks.slack.com/services/T/B/x",
+            '[alerts.route]\ngroup_interval = "0"\n'
+            '[alerts.rules.GpuIdel]\nfor = "45m"\n[alerts.rules.GpuHot]\nfor = 5\n',
+        )  # fmt: skip
+    text = str(raised.value)
+    assert "alerts.route.group_interval: must be longer than 0" in text
+    assert "alerts.rules.GpuIdel: unknown rule" in text
+    assert 'alerts.rules.GpuHot.for: expected a duration string like "5m"' in text
