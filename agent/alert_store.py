@@ -10,14 +10,14 @@ recorded before it is sent, and its delivery after.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, RowMapping, and_, delete, insert, select, update
 
 from alerts.dedup import GroupKey, Notification, Plan, SentEntry
-from alerts.model import AlertKey, AlertState
+from alerts.model import AlertKey, AlertState, State, Transition
 from alerts.notification_codec import (
     alert_keys,
     alert_keys_json,
@@ -27,7 +27,14 @@ from alerts.notification_codec import (
 )
 from alerts.silence import Silence, parse_matcher
 from alerts.state_codec import from_row, to_row
-from migrations.schema import alert_groups, alert_states, notification_log, outbox, silences
+from migrations.schema import (
+    alert_groups,
+    alert_history,
+    alert_states,
+    notification_log,
+    outbox,
+    silences,
+)
 
 PENDING, DELIVERED, FAILED, EXPIRED = "pending", "delivered", "failed", "expired"
 
@@ -80,9 +87,12 @@ def save_evaluation(
     plan: Plan,
     now: datetime,
     expires_at: datetime,
+    transitions: Iterable[Transition] = (),
 ) -> list[int]:
-    """Replace the scope's states and groups, log the plan's entries and queue its
-    notifications; returns the outbox ids, in the order they must be delivered."""
+    """Replace the scope's states and groups, record the transitions in the history, log the
+    plan's entries and queue its notifications; returns the outbox ids, in delivery order."""
+    for transition in transitions:
+        _history(conn, scope, transition, states.get(transition.key, transition.alert))
     conn.execute(delete(alert_states).where(alert_states.c.scope == scope))
     if states:
         conn.execute(insert(alert_states), [{"scope": scope, **to_row(s)} for s in states.values()])
@@ -97,6 +107,29 @@ def save_evaluation(
     for entry in (*(n.entry for n in plan.notifications), *plan.log_only):
         _log(conn, scope, entry)
     return [_enqueue(conn, scope, n, now, expires_at) for n in plan.notifications]
+
+
+def _history(conn: Connection, scope: str, t: Transition, state: AlertState) -> None:
+    labels = to_row(state)["labels"]
+    if t.to is State.FIRING:
+        summary = state.annotations.get("summary", "")
+        conn.execute(
+            insert(alert_history).values(
+                scope=scope, rule=t.key.rule, labels=labels, severity=state.severity.value,
+                fired_at=t.at, resolved_at=None, summary=summary,
+            )
+        )  # fmt: skip
+        return
+    conn.execute(
+        update(alert_history)
+        .where(
+            alert_history.c.scope == scope,
+            alert_history.c.rule == t.key.rule,
+            alert_history.c.labels == labels,
+            alert_history.c.resolved_at.is_(None),
+        )
+        .values(resolved_at=t.at)
+    )
 
 
 def _log(conn: Connection, scope: str, entry: SentEntry) -> None:

@@ -147,7 +147,7 @@ class Alerting:
             states = {k: describe(s, now) for k, s in result.states.items()}
             plan = _plan(self, states.values(), memory, alert_store.load_silences(conn), now)
             alert_store.save_evaluation(
-                conn, self.scope, states, plan, now, now + self.give_up_after
+                conn, self.scope, states, plan, now, now + self.give_up_after, result.transitions
             )
         for problem in result.problems:
             log.warning("alert rules: %s", problem)

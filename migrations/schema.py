@@ -278,3 +278,32 @@ silences = Table(
     Column("comment", Text, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
 )
+
+# Every time an alert fired, and when it resolved (NULL: still firing, or its rule was switched
+# off): what reports count per rule, with the firing time. Written with the states.
+alert_history = Table(
+    "alert_history",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("scope", String(255), nullable=False),
+    Column("rule", String(128), nullable=False),
+    Column("labels", Text, nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("fired_at", UtcDateTime(), nullable=False),
+    Column("resolved_at", UtcDateTime(), nullable=True),
+    Column("summary", Text, nullable=False),
+    Index("ix_alert_history_fired_at", "fired_at"),
+)
+
+# One row per weekly digest: claimed before it is posted (the primary key makes the claim
+# exclusive across daemons), marked sent after, so each week's digest goes out once.
+digests = Table(
+    "digests",
+    metadata,
+    Column("week_start", UtcDateTime(), primary_key=True),
+    Column("state", String(16), nullable=False),  # claimed | sent | failed
+    Column("claimed_by", String(255), nullable=False),
+    Column("claimed_at", UtcDateTime(), nullable=False),
+    Column("sent_at", UtcDateTime(), nullable=True),
+    Column("error", Text, nullable=True),
+)

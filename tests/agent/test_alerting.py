@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from agent import alert_store
 from agent.alerting import Alerting, backoff, build_receivers
@@ -23,6 +23,7 @@ from agent.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
 from alerts.silence import Silence, parse_matcher
+from migrations.schema import alert_history
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
@@ -329,3 +330,15 @@ def test_bad_alert_settings_are_named_with_their_key_path(tmp_path: Path) -> Non
     assert "alerts.route.group_interval: must be longer than 0" in text
     assert "alerts.rules.GpuIdel: unknown rule" in text
     assert 'alerts.rules.GpuHot.for: expected a duration string like "5m"' in text
+
+
+def test_each_firing_is_kept_in_the_history_with_its_resolution(harness: Harness) -> None:
+    for holds in ([True] * 3 + [False] * 3) * 2:
+        harness.step([condition("CollectorDown")] if holds else [])
+    with harness.engine.connect() as conn:
+        rows = conn.execute(select(alert_history).order_by(alert_history.c.id)).all()
+    assert [(r.rule, r.fired_at, r.resolved_at) for r in rows] == [
+        ("CollectorDown", T0, T0 + 3 * STEP),
+        ("CollectorDown", T0 + 6 * STEP, T0 + 9 * STEP),
+    ]
+    assert json.loads(rows[0].labels) == LABELS and rows[0].summary == "CollectorDown holds"
