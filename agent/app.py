@@ -20,6 +20,7 @@ from agent.budget_alerts import BUDGET_RULES, budget_conditions, gather_budget
 from agent.config import Config, TargetConfig
 from agent.cost_metrics import cost_samples, hourly_prices
 from agent.db import open_database
+from agent.leader import Leadership, leadership_for
 from agent.rollup import Rollup
 from agent.runner import CollectorRunner, Round
 from agent.store import Store
@@ -72,6 +73,8 @@ class App:
     billing: BillingJob
     alerting: Alerting
     fleet_alerting: Alerting  # the budget rules, over every host's data
+    leader: Leadership  # whether this daemon does the fleet's work (see agent.leader)
+    leading: bool = False  # as of the last check_leadership()
     started_at: datetime | None = None  # the first tick: "never collected" counts from here
     queued: int = 0  # notifications the last tick queued (the daemon delivers them at once)
     _store_failing: bool = False
@@ -94,6 +97,7 @@ class App:
             BillingJob(engine, config.billing),
             Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES),
             Alerting.for_scope(engine, FLEET, config.alerts, receivers, BUDGET_RULES),
+            leadership_for(engine, config.host),
         )
 
     def tick(self, now: datetime) -> Round:
@@ -143,14 +147,24 @@ class App:
     def deliver(self, now: datetime) -> Delivery:
         """Send the queued notifications that are due (a separate job: a slow receiver must
         not hold up collection)."""
-        host, fleet = self.alerting.deliver(now), self.fleet_alerting.deliver(now)
-        return host + fleet
+        delivery = self.alerting.deliver(now)
+        if self.leading:  # a dead leader's queued budget notifications go out from the next one
+            delivery += self.fleet_alerting.deliver(now)
+        return delivery
 
     def roll_up(self, now: datetime) -> list[Sample]:
         """Roll up what is complete, then recompute the cost signals from the rollups."""
         self.rollup.run(now)
-        self.queued = self.evaluate_fleet_alerts(now)
+        if self.leading:
+            self.queued = self.evaluate_fleet_alerts(now)
         return cost_samples(self.engine, self.config, now)
+
+    def check_leadership(self, now: datetime) -> Sample:
+        """Take or keep the fleet lead; the answer as a /metrics sample."""
+        self.leading = self.leader.held()
+        labels = {"host": self.config.host}
+        return Sample(metric="gpuwatch_fleet_leader", value=float(self.leading), labels=labels,
+                      ts=now)  # fmt: skip
 
     def evaluate_fleet_alerts(self, now: datetime) -> int:
         """The budget rules, once a minute after the rollup (they read rollups only)."""
@@ -168,6 +182,7 @@ class App:
         """Release the collectors (NVML session, HTTP clients), the workers and the database."""
         self.runner.close()
         self.billing.close()
+        self.leader.close()
         for collector in self.runner.collectors:
             close = getattr(collector, "close", None)
             if callable(close):

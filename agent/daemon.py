@@ -25,6 +25,7 @@ from prometheus_client.process_collector import ProcessCollector
 from agent.app import App, Clock, utc_now
 from agent.config import Config, load_config, parse_listen
 from agent.exposition import LatestRoundCollector, make_registry
+from agent.leader import CHECK_SECONDS
 from agent.sdnotify import SdNotifier
 
 log = logging.getLogger(__name__)
@@ -117,9 +118,17 @@ class Daemon:
             self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
 
     def bill(self) -> None:
-        """The hourly job: provider APIs; each failing provider is logged and stores nothing."""
-        if self.app.config.billing:
+        """The hourly job: provider APIs; each failing provider is logged and stores nothing.
+        Fleet work: only the leader asks the providers (their rate limits are per account)."""
+        if self.app.config.billing and self.app.leading:
             self.app.billing.run(self.clock())
+
+    def lead(self) -> None:
+        """Take or keep the fleet lead (see agent.leader); never raises."""
+        try:
+            self.latest.update_fleet([self.app.check_leadership(self.clock())])
+        except Exception:
+            log.exception("checking the fleet lead failed")
 
     def tick_stuck(self, now_monotonic: float) -> bool:
         """True when the running tick has taken far longer than any healthy one could."""
@@ -142,6 +151,11 @@ class Daemon:
             misfire_grace_time=max(1, int(interval)),
             next_run_time=utc_now(),  # the scheduler runs on real time, whatever self.clock is
         )
+        self.lead()  # before the first rollup, so a sole daemon does the fleet work at once
+        self.scheduler.add_job(
+            self.lead, "interval", seconds=CHECK_SECONDS, id="lead", max_instances=1,
+            coalesce=True, misfire_grace_time=CHECK_SECONDS,
+        )  # fmt: skip
         self.scheduler.add_job(
             self.roll_up, "interval", seconds=ROLLUP_SECONDS, id="rollup", max_instances=1,
             coalesce=True, misfire_grace_time=ROLLUP_SECONDS, next_run_time=utc_now(),
@@ -201,7 +215,8 @@ class Daemon:
             return False
         with self._lock:
             old_app, self.app, self.config = self.app, new_app, new
-        old_app.close()
+        old_app.close()  # gives the fleet lead away; the new App asks for it again now
+        self.lead()
         self._apply_listen(new.daemon.metrics_listen)
         self._apply_interval(new.daemon.interval_seconds)
         log.info("configuration reloaded from %s", new.source)

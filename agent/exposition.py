@@ -26,6 +26,7 @@ class LatestRoundCollector:
         self._lock = threading.Lock()
         self._samples: tuple[Sample, ...] = ()
         self._cost: tuple[Sample, ...] = ()  # refreshed after each rollup, not each tick
+        self._fleet: tuple[Sample, ...] = ()  # leadership, refreshed when it is checked
 
     def update(self, round_: Round) -> None:
         samples = tuple(s for _, s in round_.tagged_samples())
@@ -36,9 +37,13 @@ class LatestRoundCollector:
         with self._lock:
             self._cost = tuple(samples)
 
+    def update_fleet(self, samples: Sequence[Sample]) -> None:
+        with self._lock:
+            self._fleet = tuple(samples)
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            samples = self._samples + self._cost
+            samples = self._samples + self._cost + self._fleet
         families: dict[str, list[Sample]] = defaultdict(list)
         for s in samples:
             if s.metric.endswith("_created"):

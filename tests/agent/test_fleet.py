@@ -1,0 +1,111 @@
+"""Several `gpuwatch run` processes on one real PostgreSQL: exactly one leads the fleet work at a
+time, and killing the leader (SIGKILL, no goodbye) hands the lead to another within a minute."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.db import open_database, upgrade_database
+from agent.leader import AlwaysLeader, leadership_for
+from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
+
+LEADER = re.compile(r'^gpuwatch_fleet_leader\{host="([^"]+)"\} (\S+)$', re.MULTILINE)
+
+
+def leaders(daemons: dict[str, RunningDaemon]) -> dict[str, bool]:
+    """Each live daemon's own answer on /metrics (absent while it has not checked yet)."""
+    out = {}
+    for host, daemon in daemons.items():
+        if daemon.proc.poll() is not None:
+            continue
+        try:
+            text = daemon.metrics()
+        except httpx.HTTPError:
+            continue
+        found = LEADER.search(text)
+        if found:
+            out[host] = float(found.group(2)) == 1.0
+    return out
+
+
+def wait_for_one_leader(daemons: dict[str, RunningDaemon], timeout: float, among: set[str]) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = leaders(daemons)
+        leading = [h for h, lead in seen.items() if lead]
+        assert len(leading) <= 1, f"two leaders at once: {leading}"
+        if leading and set(seen) >= among:
+            return leading[0]
+        time.sleep(0.2)
+    logs = "\n".join(f"--- {h}\n{d.log()[-2000:]}" for h, d in daemons.items())
+    raise AssertionError(f"no single leader among {sorted(among)} within {timeout} s\n{logs}")
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, pg_url: str) -> Iterator[dict[str, RunningDaemon]]:
+    upgrade_database(pg_url)  # PostgreSQL is only ever upgraded on purpose
+    daemons = {}
+    for host in ("gpu-a", "gpu-b", "gpu-c"):
+        folder = tmp_path / host
+        folder.mkdir()
+        port = free_port()
+        config = folder / "gpuwatch.toml"
+        config.write_text(
+            f'host = "{host}"\n[daemon]\ninterval_seconds = 1\n'
+            f'metrics_listen = "127.0.0.1:{port}"\n'
+        )
+        env = {"GPUWATCH_DATABASE_URL": pg_url}
+        daemons[host] = start_daemon(config, folder, port, env)
+    try:
+        yield daemons
+    finally:
+        for daemon in daemons.values():
+            daemon.kill()
+
+
+def test_one_leader_at_a_time_and_the_lead_moves_when_the_leader_dies(
+    fleet: dict[str, RunningDaemon],
+) -> None:
+    first = wait_for_one_leader(fleet, timeout=30, among=set(fleet))
+    time.sleep(2)
+    assert sum(leaders(fleet).values()) == 1  # still the same single leader
+    assert leaders(fleet)[first]
+
+    fleet[first].kill()  # SIGKILL: its session ends without unlocking anything
+    killed_at = time.monotonic()
+    rest = set(fleet) - {first}
+    second = wait_for_one_leader(fleet, timeout=60, among=rest)
+    assert second != first
+    assert time.monotonic() - killed_at < 60
+    assert "leads the fleet work now" in fleet[second].log()
+
+
+def test_the_advisory_lock_admits_one_and_a_clean_close_hands_it_over(pg_url: str) -> None:
+    upgrade_database(pg_url)
+    engine_a, engine_b = open_database(pg_url), open_database(pg_url)
+    a, b = leadership_for(engine_a, "a"), leadership_for(engine_b, "b")
+    try:
+        assert a.held() and a.held()  # taken, then kept
+        assert not b.held()
+        a.close()
+        assert b.held() and not a.held()
+    finally:
+        a.close()
+        b.close()
+        engine_a.dispose()
+        engine_b.dispose()
+
+
+def test_a_sqlite_daemon_is_always_its_own_leader(tmp_path: Path) -> None:
+    engine = open_database(f"sqlite:///{tmp_path / 'gw.db'}")
+    try:
+        assert isinstance(leadership_for(engine, "solo"), AlwaysLeader)
+        assert leadership_for(engine, "solo").held()
+    finally:
+        engine.dispose()
