@@ -142,6 +142,7 @@ class Fleet:
     targets: tuple[Target, ...]
     ticks: int
     step: float
+    histograms: bool = False  # also latency histograms and GPU memory (what a report reads)
 
     def host_gpus(self, host: str) -> list[Gpu]:
         return [g for g in self.gpus if g.host == host]
@@ -154,7 +155,9 @@ class Fleet:
         return (3.0 + 7.3 * host_number) % max(self.step - 1.0, 1.0)
 
 
-def build_fleet(days: int, gpus: int, models: int, step: float) -> Fleet:
+def build_fleet(
+    days: int, gpus: int, models: int, step: float, *, histograms: bool = False
+) -> Fleet:
     rng = random.Random(20261130)
     host_count = math.ceil(gpus / GPUS_PER_HOST)
     hosts = tuple(f"gpu-node-{h + 1:02d}" for h in range(host_count))
@@ -180,7 +183,7 @@ def build_fleet(days: int, gpus: int, models: int, step: float) -> Fleet:
                     rng.uniform(300.0, 900.0), rng.randrange(ticks // 4, 3 * ticks // 4),
                 )
             )  # fmt: skip
-    return Fleet(hosts, tuple(gpu_list), tuple(targets), ticks, step)
+    return Fleet(hosts, tuple(gpu_list), tuple(targets), ticks, step, histograms)
 
 
 def rate_card(fleet: Fleet, days: int) -> RateCard:
@@ -218,6 +221,10 @@ class HostState:
     joules: dict[int, float] = field(default_factory=dict)
     counted: dict[str, float] = field(default_factory=dict)
     memory_bytes: dict[int, float] = field(default_factory=dict)
+    # --histograms: per target and metric, the bucket series ids (by le) and their counts
+    buckets: dict[tuple[str, str], list[tuple[int, float]]] = field(default_factory=dict)
+    bucket_counts: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    vram: dict[int, tuple[int, int]] = field(default_factory=dict)  # used, total series ids
     rng: random.Random = field(default_factory=random.Random)
     previous_ts: datetime | None = None
 
@@ -239,10 +246,20 @@ def create_series(conn: Connection, fleet: Fleet) -> dict[str, HostState]:
             rows.append(_series_row("gpuwatch", TARGET_UP, {"host": host, "target": t.name}))
             engine = {"host": host, "target": t.name, "engine": t.engine, "model": t.model}
             rows.append(_series_row(f"target/{t.name}", OUTPUT, engine))
+            if fleet.histograms:
+                rows += _histogram_series(t.name, engine)
+        if fleet.histograms:
+            for g in fleet.host_gpus(host):
+                gpu = {"host": host, "gpu_uuid": g.uuid, "gpu_index": str(g.index)}
+                rows += [_series_row("nvml", m, gpu) for m in (VRAM_USED, VRAM_TOTAL)]
     conn.execute(insert(series), rows)
     by_labels: dict[tuple[str, str | None, str | None, str | None], int] = {}
+    les: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
     for sid, metric, lj in conn.execute(select(series.c.id, series.c.metric, series.c.labels)):
         labels = json.loads(lj)
+        if "le" in labels:
+            les[(labels["host"], labels["target"], metric)].append((sid, float(labels["le"])))
+            continue
         key = (metric, labels.get("host"), labels.get("gpu_index"), labels.get("target"))
         by_labels[key] = sid
     states: dict[str, HostState] = {}
@@ -262,7 +279,55 @@ def create_series(conn: Connection, fleet: Fleet) -> dict[str, HostState]:
             s.up[t.name] = by_labels[(TARGET_UP, host, None, t.name)]
             s.tokens[t.name] = by_labels[(OUTPUT, host, None, t.name)]
             s.counted[t.name] = float(s.rng.randrange(10**6, 10**9))  # served before the window
+            for metric in HISTOGRAMS:
+                ordered = sorted(les[(host, t.name, metric)], key=lambda pair: pair[1])
+                s.buckets[(t.name, metric)] = ordered
+                s.bucket_counts[(t.name, metric)] = [0.0] * len(ordered)
+        if fleet.histograms:
+            for g in s.gpus:
+                i = str(g.index)
+                s.vram[g.index] = (by_labels[(VRAM_USED, host, i, None)],
+                                   by_labels[(VRAM_TOTAL, host, i, None)])  # fmt: skip
     return states
+
+
+# --histograms: vLLM-like bucket bounds, and where a minute's requests fall (cumulative shares)
+HISTOGRAMS = {
+    "gpuwatch_engine_ttft_seconds_bucket": (
+        (0.05, 0.02), (0.1, 0.1), (0.25, 0.45), (0.5, 0.75), (1.0, 0.9), (2.5, 0.97),
+        (5.0, 0.99), (10.0, 0.998), (math.inf, 1.0),
+    ),
+    "gpuwatch_engine_e2e_latency_seconds_bucket": (
+        (1.0, 0.05), (2.5, 0.2), (5.0, 0.5), (10.0, 0.8), (20.0, 0.93), (30.0, 0.98),
+        (60.0, 0.995), (120.0, 0.999), (math.inf, 1.0),
+    ),
+}  # fmt: skip
+VRAM_USED = "gpuwatch_gpu_memory_used_bytes"
+VRAM_TOTAL = "gpuwatch_gpu_memory_total_bytes"
+TOKENS_PER_REQUEST = 400.0
+
+
+def _histogram_series(target: str, engine: Mapping[str, str]) -> list[dict[str, str]]:
+    rows = []
+    for metric, bounds in HISTOGRAMS.items():
+        for le, _ in bounds:
+            labels = {**engine, "le": "+Inf" if le == math.inf else f"{le:g}"}
+            rows.append(_series_row(f"target/{target}", metric, labels))
+    return rows
+
+
+def _histogram_rows(
+    state: HostState, t: Target, ts: datetime, tokens: float
+) -> Iterator[dict[str, Any]]:
+    """The target's histogram buckets after serving ``tokens`` more (cumulative counts)."""
+    requests = float(int(tokens / TOKENS_PER_REQUEST))
+    for metric, bounds in HISTOGRAMS.items():
+        counts = state.bucket_counts[(t.name, metric)]
+        for j, ((sid, _), (_, share)) in enumerate(
+            zip(state.buckets[(t.name, metric)], bounds, strict=True)
+        ):
+            counts[j] += float(int(requests * share))
+            yield {"series_id": sid, "ts": ts, "value": counts[j]}
 
 
 def _series_row(collector: str, metric: str, labels: Mapping[str, str]) -> dict[str, str]:
@@ -296,6 +361,11 @@ def sample_rows(
             yield {"series_id": state.util[g.index], "ts": ts, "value": u}
             yield {"series_id": state.energy[g.index], "ts": ts,
                    "value": round(state.joules[g.index], 3)}  # fmt: skip
+            if fleet.histograms:
+                used, total = state.vram[g.index]
+                in_use = state.memory_bytes[g.index] if g.target else 0.5 * GIB
+                yield {"series_id": used, "ts": ts, "value": in_use}
+                yield {"series_id": total, "ts": ts, "value": 80.0 * GIB}
         runs.append(_run_row(host, "nvml", ts, None, 13 * len(state.gpus)))
         for t in state.targets:
             restarting = k == t.restart_tick
@@ -305,9 +375,15 @@ def sample_rows(
             busy = sum(util[i] for i in t.gpus) * dt
             if restarting:
                 state.counted[t.name] = 0.0  # the engine is down; it comes back from 0
+                for key in state.bucket_counts:
+                    if key[0] == t.name:
+                        state.bucket_counts[key] = [0.0] * len(state.bucket_counts[key])
                 continue
-            state.counted[t.name] += float(int(busy * t.tokens_per_busy_second))
+            produced = float(int(busy * t.tokens_per_busy_second))
+            state.counted[t.name] += produced
             yield {"series_id": state.tokens[t.name], "ts": ts, "value": state.counted[t.name]}
+            if fleet.histograms:
+                yield from _histogram_rows(state, t, ts, produced)
             for i in t.gpus:
                 yield {"series_id": state.memory[i], "ts": ts, "value": state.memory_bytes[i]}
 
@@ -569,6 +645,11 @@ def main() -> int:
     parser.add_argument("--raw-rounds", type=int, default=2, help="timed raw baselines")
     parser.add_argument("--database-url", help="default: SQLite in a temporary folder")
     parser.add_argument(
+        "--histograms",
+        action="store_true",
+        help="also store latency histograms and GPU memory, as bench/report.py needs",
+    )
+    parser.add_argument(
         "--measure-only",
         action="store_true",
         help="the database at --database-url holds an earlier run's fleet (same arguments, run"
@@ -580,7 +661,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.measure_only and not args.database_url:
         parser.error("--measure-only needs --database-url")
-    fleet = build_fleet(args.days, args.gpus, args.models, args.step_seconds)
+    fleet = build_fleet(
+        args.days, args.gpus, args.models, args.step_seconds, histograms=args.histograms
+    )
     card = rate_card(fleet, args.days)
     start, end = T0, T0 + timedelta(days=args.days)
     with tempfile.TemporaryDirectory() as tmp:
