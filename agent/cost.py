@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, Select, case, func, literal, or_, select
+from sqlalchemy import Engine, Select, case, func, literal, or_, select, union_all
 
 from migrations.schema import (
     UtcDateTime,
@@ -121,15 +121,15 @@ def summarize(
 ) -> Summary:
     """Cost, tokens and GPU time over (start, end] (minute-aligned edges are exact)."""
     with engine.connect() as conn:
-        split = _Split.read(conn, start, end)
+        split = Split.read(conn, start, end)
         usage = conn.execute(_usage_query(split, host)).mappings().all()
         allocations = conn.execute(_allocation_query(split, host)).mappings().all()
-        tokens = _tokens(conn.execute(_token_query(split, host)).all())
+        tokens = tokens_by_target(_token_rows(conn, split, host))
     return _summary(start, end, usage, allocations, tokens, useful)
 
 
 @dataclass(frozen=True, slots=True)
-class _Split:
+class Split:
     """Which rows answer a window: per host, hour rows for the whole hours its hour rollup
     covers, minute rows for the rest (the window's partial first and last hours, and what is
     newer than that host's hour watermark). The database sums those rows, so a month costs a
@@ -145,7 +145,7 @@ class _Split:
     hour_until: Mapping[str, datetime | None]
 
     @classmethod
-    def read(cls, conn: Any, start: datetime, end: datetime) -> _Split:
+    def read(cls, conn: Any, start: datetime, end: datetime) -> Split:
         first = _hour_floor(start)
         if first < start:
             first += timedelta(hours=1)
@@ -168,13 +168,37 @@ class _Split:
         the per-host edge as a filter: a condition OR-ed over hosts would make the planner
         scan every row of every host instead."""
         until = self._until_expression(host_column)
-        start, last_minute = table.c.start, self.end - timedelta(seconds=MINUTE)
+        start = table.c.start
         hours = (
             (table.c.resolution == HOUR) & (start >= self.first_hour) & (start < self.last_hour_end)
         )
-        head = (table.c.resolution == MINUTE) & (start >= self.start) & (start < self.first_hour)
-        tail = (table.c.resolution == MINUTE) & (start >= self._tail_low()) & (start <= last_minute)
-        return or_(hours & (start < until), head, tail & (start >= until))
+        tail = (table.c.resolution == MINUTE) & (start >= self._tail_low()) & (start <= self._last)
+        return or_(hours & (start < until), self._head(table), tail & (start >= until))
+
+    def ranges(self, table: Any, host: str) -> tuple[Any, Any, Any]:
+        """The rows of ``rows`` for one host, as three plain (resolution, start) ranges: hour
+        rows up to its ``until``, the head minutes, and the minutes from its ``until`` on. For
+        lookups by series id, each is a range of the rollups' primary key (series_id,
+        resolution, start), so only the wanted series' rows are read."""
+        until, start = self.until(host), table.c.start
+        hours = (table.c.resolution == HOUR) & (start >= self.first_hour) & (start < until)
+        tail = (table.c.resolution == MINUTE) & (start >= until) & (start <= self._last)
+        return hours, self._head(table), tail
+
+    @property
+    def _last(self) -> datetime:
+        """The start of the last minute row inside the window."""
+        return self.end - timedelta(seconds=MINUTE)
+
+    def _head(self, table: Any) -> Any:
+        # Bounded by the window's end too: a window inside one hour has no whole hour.
+        start = table.c.start
+        return (
+            (table.c.resolution == MINUTE)
+            & (start >= self.start)
+            & (start < self.first_hour)
+            & (start <= self._last)
+        )
 
     def _until_expression(self, host_column: Any) -> Any:
         default = literal(self.until(None), UtcDateTime())
@@ -192,7 +216,7 @@ def _hour_floor(at: datetime) -> datetime:
     return at.replace(minute=0, second=0, microsecond=0)
 
 
-def _usage_query(split: _Split, host: str | None) -> Select[Any]:
+def _usage_query(split: Split, host: str | None) -> Select[Any]:
     t = gpu_usage.c
     query = (
         select(
@@ -210,7 +234,7 @@ def _usage_query(split: _Split, host: str | None) -> Select[Any]:
     return query if host is None else query.where(t.host == host)
 
 
-def _allocation_query(split: _Split, host: str | None) -> Select[Any]:
+def _allocation_query(split: Split, host: str | None) -> Select[Any]:
     t = gpu_allocations.c
     query = (
         select(
@@ -226,21 +250,50 @@ def _allocation_query(split: _Split, host: str | None) -> Select[Any]:
     return query if host is None else query.where(t.host == host)
 
 
-def _token_query(split: _Split, host: str | None) -> Select[Any]:
-    query = (
-        select(series.c.host, series.c.metric, series.c.labels, func.sum(rollups.c.increase))
-        .join(series, series.c.id == rollups.c.series_id)
-        .where(series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)))
-        .where(split.rows(rollups, series.c.host))
-        .group_by(series.c.host, series.c.metric, series.c.labels)
+def _token_rows(conn: Any, split: Split, host: str | None) -> list[tuple[str, str, str, Any]]:
+    """(host, metric, labels, increase) per token and request counter series over the window."""
+    query = select(series.c.id, series.c.host, series.c.metric, series.c.labels).where(
+        series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS))
     )
-    return query if host is None else query.where(series.c.host == host)
+    if host is not None:
+        query = query.where(series.c.host == host)
+    meta = {sid: (h, metric, labels) for sid, h, metric, labels in conn.execute(query)}
+    r = rollups.c
+    parts = [
+        select(r.series_id, func.sum(r.increase)).where(condition).group_by(r.series_id)
+        for condition in series_ranges(split, {sid: m[0] for sid, m in meta.items()})
+    ]
+    sums: dict[int, Any] = {}
+    for sid, increase in conn.execute(union_all(*parts)) if parts else ():
+        if increase is not None:
+            sums[sid] = sums.get(sid, 0.0) + increase
+    return [(*meta[sid], increase) for sid, increase in sums.items()]
+
+
+def series_ranges(split: Split, hosts: Mapping[int, str]) -> list[Any]:
+    """Conditions on ``rollups`` that together select, once each, the rows answering the
+    split's window for the series ``hosts`` names (series id -> its host): per group of hosts
+    sharing an hour watermark, its three ranges over their ids. Each is a range of the primary
+    key (series_id, resolution, start): the cost follows the series asked for, not every
+    series of the fleet (a vLLM target alone stores hundreds), which a scan of the
+    (resolution, start) index joined to ``series`` would read."""
+    ids: dict[datetime, list[int]] = defaultdict(list)
+    host_of: dict[datetime, str] = {}
+    for sid, host in hosts.items():
+        until = split.until(host)
+        ids[until].append(sid)
+        host_of[until] = host
+    return [
+        rollups.c.series_id.in_(sorted(group)) & condition
+        for until, group in sorted(ids.items())
+        for condition in split.ranges(rollups, host_of[until])
+    ]
 
 
 TokenKey = tuple[str, str, str]  # (host, target, model)
 
 
-def _tokens(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
+def tokens_by_target(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
     per: dict[tuple[TokenKey, str], float] = defaultdict(float)
     for host, metric, labels_json, increase in rows:
         if increase is None:
@@ -267,7 +320,7 @@ def _summary(
     target_cost: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for a in allocations:
         target_cost[(a["host"], a["target"])] += a["cost_usd"] or Decimal(0)
-    models = _model_lines(target_cost, tokens, rule)
+    models = model_lines(target_cost, tokens, rule)
     gpus = _gpu_lines(usage)
     hosts = _host_lines(gpus, tokens, rule)
     total_tokens = sum(tokens.values(), Tokens())
@@ -292,23 +345,39 @@ def _line(name: str, cost: Decimal, tokens: Tokens, rule: str) -> Line:
     return Line(name, cost, tokens.useful(rule), tokens.output, tokens.output + tokens.prompt)
 
 
-def _model_lines(
+def model_lines(
     target_cost: Mapping[tuple[str, str], Decimal], tokens: Mapping[TokenKey, Tokens], rule: str
 ) -> tuple[Line, ...]:
     cost: dict[str, Decimal] = defaultdict(Decimal)
     produced: dict[str, Tokens] = defaultdict(Tokens)
-    by_target: dict[tuple[str, str], dict[str, Tokens]] = defaultdict(dict)
-    for (host, target, model), t in tokens.items():
-        by_target[(host, target)][model] = t
+    for (_, _, model), t in tokens.items():
         produced[model] = produced[model] + t
+    shares = model_shares(target_cost, tokens, rule)
     for key, amount in target_cost.items():
-        models = by_target.get(key) or {key[1]: Tokens()}  # no tokens seen: the target's name
-        total = sum(t.useful(rule) for t in models.values())
-        for model, t in models.items():
-            share = Decimal(repr(t.useful(rule) / total)) if total else Decimal(1) / len(models)
+        for model, share in shares[key].items():
             cost[model] += amount * share
     names = sorted(set(cost) | set(produced))
     return tuple(_line(m, cost.get(m, Decimal(0)), produced.get(m, Tokens()), rule) for m in names)
+
+
+def model_shares(
+    targets: Iterable[tuple[str, str]], tokens: Mapping[TokenKey, Tokens], rule: str
+) -> dict[tuple[str, str], dict[str, Decimal]]:
+    """(host, target) -> model -> the share of the target's cost (and GPU time) that model
+    carries: its share of the target's useful tokens, equal shares when none were produced,
+    and the target's own name when it reported no model at all."""
+    by_target: dict[tuple[str, str], dict[str, Tokens]] = defaultdict(dict)
+    for (host, target, model), t in tokens.items():
+        by_target[(host, target)][model] = t
+    out: dict[tuple[str, str], dict[str, Decimal]] = {}
+    for key in targets:
+        models = by_target.get(key) or {key[1]: Tokens()}  # no tokens seen: the target's name
+        total = sum(t.useful(rule) for t in models.values())
+        out[key] = {
+            model: Decimal(repr(t.useful(rule) / total)) if total else Decimal(1) / len(models)
+            for model, t in models.items()
+        }
+    return out
 
 
 def _gpu_lines(usage: Sequence[Any]) -> tuple[GpuLine, ...]:
