@@ -25,8 +25,9 @@ $(FAKENVML): tests/fakenvml/fakenvml.c tests/fakenvml/build.py $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/gpuwatch run $(if $(CONFIG),--config $(CONFIG))
 
-# Debian's promtool and alertmanager make some tests real; installed only when we are root
-# (CI and the dev machines are), otherwise those tests skip with a visible reason.
+# Debian's promtool and alertmanager make some tests real, and chromium renders the HTML report
+# headless; installed only when we are root (CI and the dev machines are), otherwise those tests
+# skip with a visible reason.
 prometheus-tools:
 	@if command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then :; \
 	elif [ "$$(id -u)" -eq 0 ]; then \
@@ -34,6 +35,12 @@ prometheus-tools:
 		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 			--no-install-recommends prometheus prometheus-alertmanager >/dev/null; \
 	else echo "not root: promtool/alertmanager tests will be skipped"; fi
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" -eq 0 ]; then \
+		echo "installing Debian's chromium (the HTML report's browser test)"; \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends chromium >/dev/null; \
+	fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agent collectors alerts migrations tests bench
