@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agent import __version__, alerts_cli, breakeven_cli, cost_cli
+from agent import __version__, alerts_cli, breakeven_cli, cost_cli, digest_cli, report_cli
 from agent.app import App, utc_now
 from agent.config import Config, ConfigError, load_config
 from agent.cost_cli import measured_workload
@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     breakeven_cli.add_parser(sub)
     cost_cli.add_parsers(sub)
     alerts_cli.add_parsers(sub)
+    digest_cli.add_parser(sub)
+    report_cli.add_parser(sub)
 
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -96,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "import": cmd_import,
         "alerts": lambda a: alerts_cli.run_alerts(a, load_config(a.config), utc_now()),
         "silence": lambda a: alerts_cli.run_silence(a, load_config(a.config), utc_now()),
+        "digest": lambda a: digest_cli.run(a, load_config(a.config), utc_now()),
+        "report": lambda a: report_cli.run(a, load_config(a.config), utc_now()),
     }
     try:
         return handlers[args.command](args)

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.alert_config import AlertsConfig, parse_alerts
 from agent.config_reader import Reader
+from agent.digest_config import DigestConfig, parse_digest
 from agent.ratecard import Rate, RateCard, parse_rates
 from agent.secret import Secret
 from collectors.base import GpuwatchError
@@ -153,6 +154,7 @@ class Config:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    digest: DigestConfig = field(default_factory=DigestConfig)
     source: str = "built-in defaults"
 
     @property
@@ -228,6 +230,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "retention",
             "billing",
             "alerts",
+            "digest",
         },
     )
     config = Config(
@@ -244,6 +247,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         budget=_budget(r, top),
         notify=_notify(r, top),
         alerts=parse_alerts(r, top),
+        digest=parse_digest(r, top),
         source=source,
     )
     if r.problems:
