@@ -20,6 +20,7 @@ from agent.budget_alerts import BUDGET_RULES, budget_conditions, gather_budget
 from agent.config import Config, TargetConfig
 from agent.cost_metrics import cost_samples, hourly_prices
 from agent.db import open_database
+from agent.digest_job import DigestJob, Outcome
 from agent.leader import Leadership, leadership_for
 from agent.rollup import Rollup
 from agent.runner import CollectorRunner, Round
@@ -74,6 +75,7 @@ class App:
     alerting: Alerting
     fleet_alerting: Alerting  # the budget rules, over every host's data
     leader: Leadership  # whether this daemon does the fleet's work (see agent.leader)
+    digest: DigestJob | None  # None: no weekly digest ([digest] off, or no Slack)
     leading: bool = False  # as of the last check_leadership()
     started_at: datetime | None = None  # the first tick: "never collected" counts from here
     queued: int = 0  # notifications the last tick queued (the daemon delivers them at once)
@@ -98,6 +100,7 @@ class App:
             Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES),
             Alerting.for_scope(engine, FLEET, config.alerts, receivers, BUDGET_RULES),
             leadership_for(engine, config.host),
+            DigestJob.from_config(engine, config, config.digest),
         )
 
     def tick(self, now: datetime) -> Round:
@@ -158,6 +161,13 @@ class App:
         if self.leading:
             self.queued = self.evaluate_fleet_alerts(now)
         return cost_samples(self.engine, self.config, now)
+
+    def send_digest(self, now: datetime) -> Outcome | None:
+        """The weekly digest, on the leader only; the digests table makes it once a week
+        whatever the restarts and leaders (see agent.digest_job)."""
+        if self.digest is None or not self.leading:
+            return None
+        return self.digest.run(now)
 
     def check_leadership(self, now: datetime) -> Sample:
         """Take or keep the fleet lead; the answer as a /metrics sample."""

@@ -24,6 +24,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from agent.app import App, Clock, utc_now
 from agent.config import Config, load_config, parse_listen
+from agent.digest_job import CHECK_INTERVAL as DIGEST_CHECK
 from agent.exposition import LatestRoundCollector, make_registry
 from agent.leader import CHECK_SECONDS
 from agent.sdnotify import SdNotifier
@@ -123,6 +124,14 @@ class Daemon:
         if self.app.config.billing and self.app.leading:
             self.app.billing.run(self.clock())
 
+    def send_digest(self) -> None:
+        """The weekly digest when due (checked every few minutes and at start, so a week
+        missed while the daemon was down goes out within its grace period)."""
+        try:
+            self.app.send_digest(self.clock())
+        except Exception:
+            log.exception("the weekly digest failed; it is retried while the week is due")
+
     def lead(self) -> None:
         """Take or keep the fleet lead (see agent.leader); never raises."""
         try:
@@ -163,6 +172,11 @@ class Daemon:
         self.scheduler.add_job(
             self.deliver, "interval", seconds=DELIVER_SECONDS, id=DELIVER_JOB, max_instances=1,
             coalesce=True, misfire_grace_time=DELIVER_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        digest_every = DIGEST_CHECK.total_seconds()
+        self.scheduler.add_job(
+            self.send_digest, "interval", seconds=digest_every, id="digest", max_instances=1,
+            coalesce=True, misfire_grace_time=int(digest_every), next_run_time=utc_now(),
         )  # fmt: skip
         self.scheduler.add_job(
             self.bill, "interval", seconds=BILLING_SECONDS, id="billing", max_instances=1,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,7 @@ import pytest
 from agent.db import open_database, upgrade_database
 from agent.leader import AlwaysLeader, leadership_for
 from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
+from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 
 LEADER = re.compile(r'^gpuwatch_fleet_leader\{host="([^"]+)"\} (\S+)$', re.MULTILINE)
 
@@ -47,9 +49,24 @@ def wait_for_one_leader(daemons: dict[str, RunningDaemon], timeout: float, among
     raise AssertionError(f"no single leader among {sorted(among)} within {timeout} s\n{logs}")
 
 
+HOOK = "/services/TF/BF/fleetsecret"
+
+
+def digest_due_now() -> str:
+    """A [digest] whose send time was an hour ago: due at once, whatever day the test runs."""
+    at = datetime.now(UTC) - timedelta(hours=1)
+    day = at.strftime("%A").lower()
+    return f'[digest]\nweekday = "{day}"\nat = "{at:%H:%M}"\ngrace = "6h"\n'
+
+
 @pytest.fixture
-def fleet(tmp_path: Path, pg_url: str) -> Iterator[dict[str, RunningDaemon]]:
+def fleet(
+    tmp_path: Path,
+    pg_url: str,
+    loopback: Loopback,  # noqa: F811
+) -> Iterator[dict[str, RunningDaemon]]:
     upgrade_database(pg_url)  # PostgreSQL is only ever upgraded on purpose
+    loopback.reply(HOOK, Reply(200, "ok"))
     daemons = {}
     for host in ("gpu-a", "gpu-b", "gpu-c"):
         folder = tmp_path / host
@@ -59,8 +76,9 @@ def fleet(tmp_path: Path, pg_url: str) -> Iterator[dict[str, RunningDaemon]]:
         config.write_text(
             f'host = "{host}"\n[daemon]\ninterval_seconds = 1\n'
             f'metrics_listen = "127.0.0.1:{port}"\n'
+            '[notify.slack]\nwebhook_url_env = "HOOK"\n' + digest_due_now()
         )
-        env = {"GPUWATCH_DATABASE_URL": pg_url}
+        env = {"GPUWATCH_DATABASE_URL": pg_url, "HOOK": loopback.url + HOOK}
         daemons[host] = start_daemon(config, folder, port, env)
     try:
         yield daemons
@@ -71,6 +89,7 @@ def fleet(tmp_path: Path, pg_url: str) -> Iterator[dict[str, RunningDaemon]]:
 
 def test_one_leader_at_a_time_and_the_lead_moves_when_the_leader_dies(
     fleet: dict[str, RunningDaemon],
+    loopback: Loopback,  # noqa: F811
 ) -> None:
     first = wait_for_one_leader(fleet, timeout=30, among=set(fleet))
     time.sleep(2)
@@ -84,6 +103,13 @@ def test_one_leader_at_a_time_and_the_lead_moves_when_the_leader_dies(
     assert second != first
     assert time.monotonic() - killed_at < 60
     assert "leads the fleet work now" in fleet[second].log()
+
+    # The week's digest went out once, from the first leader; the second finds it sent.
+    time.sleep(3)
+    texts = [r.json()["text"] for r in loopback.requests]
+    digests = [t for t in texts if t.startswith("GPU weekly digest")]
+    assert len(digests) == 1, texts
+    assert "fleetsecret" not in "".join(d.log() for d in fleet.values())
 
 
 def test_the_advisory_lock_admits_one_and_a_clean_close_hands_it_over(pg_url: str) -> None:
