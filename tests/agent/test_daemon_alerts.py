@@ -41,6 +41,7 @@ def test_sigkill_mid_retry_and_while_firing_loses_and_repeats_nothing(
         f'host = "test-box"\ndatabase_url = "sqlite:///{tmp_path / "gw.db"}"\n'
         f'[daemon]\ninterval_seconds = 1\nmetrics_listen = "127.0.0.1:{port}"\n'
         '[notify.slack]\nwebhook_url_env = "HOOK"\n'
+        "[digest]\nenabled = false\n"  # only alerts in this channel, whatever the weekday
     )
     env = {"HOOK": loopback.url + HOOK}
     # No NVML library in the test process's environment: the collector is blind from the
