@@ -6,14 +6,18 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
+from agent.app import App
+from agent.config import load_config
 from agent.db import open_database, upgrade_database
 from agent.leader import AlwaysLeader, leadership_for
+from collectors.base import Sample
 from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 
@@ -135,3 +139,69 @@ def test_a_sqlite_daemon_is_always_its_own_leader(tmp_path: Path) -> None:
         assert leadership_for(engine, "solo").held()
     finally:
         engine.dispose()
+
+
+@dataclass
+class BusyGpus:
+    """Two half-busy GPUs of one host, as the NVML collector reports them."""
+
+    host: str
+    name: str = "nvml"
+
+    def collect(self, now: datetime) -> list[Sample]:
+        out = []
+        for i in range(2):
+            labels = {"host": self.host, "gpu_uuid": f"GPU-{self.host}-{i}", "gpu_index": str(i)}
+            for metric, value in (
+                ("gpuwatch_gpu_info", 1.0),
+                ("gpuwatch_gpu_utilization_ratio", 0.5),
+            ):
+                out.append(Sample(metric=metric, value=value, labels=labels, ts=now))
+        return out
+
+
+def test_budget_alerts_survive_a_change_of_leader_without_repeating(
+    tmp_path: Path,
+    pg_url: str,
+    loopback: Loopback,  # noqa: F811
+) -> None:
+    """Two daemons' Apps on one PostgreSQL on a simulated clock, each ticking and rolling up
+    every minute; the leader evaluates the budget. The leader stops after the first budget
+    notification; the other takes over from the stored states and notifies only what is new."""
+    upgrade_database(pg_url)
+    loopback.reply(HOOK, Reply(200, "ok"))
+    apps = {}
+    for host in ("gpu-a", "gpu-b"):
+        path = tmp_path / f"{host}.toml"
+        path.write_text(
+            f'host = "{host}"\n[daemon]\ninterval_seconds = 60\n[budget]\nmonthly_usd = 2\n'
+            '[[rates]]\ngpu = "*"\nusd_per_hour = 3.60\n'
+            '[notify.slack]\nwebhook_url_env = "HOOK"\n[digest]\nenabled = false\n'
+            "[alerts.rules.CollectorDown]\nenabled = false\n"
+        )
+        env = {"GPUWATCH_DATABASE_URL": pg_url, "HOOK": loopback.url + HOOK}
+        apps[host] = App.open(load_config(str(path), env), collectors=[BusyGpus(host)])
+    start = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    try:
+        assert apps["gpu-a"].check_leadership(start).value == 1.0
+        assert apps["gpu-b"].check_leadership(start).value == 0.0
+        live = dict(apps)
+        for minute in range(40):
+            now = start + timedelta(minutes=minute)
+            for app in live.values():
+                app.tick(now)
+                app.check_leadership(now)
+                app.roll_up(now + timedelta(seconds=30))
+                app.deliver(now + timedelta(seconds=30))
+            if len(loopback.requests) == 1 and "gpu-a" in live:
+                live.pop("gpu-a").close()  # the leader goes away; its lock with it
+    finally:
+        for app in apps.values():
+            app.close()
+    heads = [r.json()["text"].split("\n")[0] for r in loopback.requests]
+    assert heads, "no budget notification at all"
+    assert all("BudgetThreshold" in h for h in heads)
+    counts = [int(re.search(r"FIRING:(\d+)", h).group(1)) for h in heads]  # type: ignore[union-attr]
+    assert counts == sorted(set(counts)) and counts[-1] == 3  # 50, 80, 100 %, none twice
+    assert len(counts) >= 2  # the first from gpu-a, the rest from gpu-b after it took over
+    assert apps["gpu-b"].leading
