@@ -6,12 +6,13 @@ month boundaries in Europe/Madrid, weeks, ranges and the messages bad input gets
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
@@ -33,9 +34,11 @@ from agent.report_period import (
     range_period,
     week_period,
 )
+from agent.report_render import render
 from alerts.rules import DEFAULT_RULES
 from collectors.billing.base import CostKind, CostRecord
 from tests.agent import report_month as M
+from tests.agent.test_report_render import PARSERS, figures_from_json
 from tests.conftest import _admin_url
 
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)  # the report is made after the month
@@ -614,3 +617,24 @@ def test_local_days_cover_the_period_in_its_zone() -> None:
     assert days[25] == (date(2026, 10, 26), utc("2026-10-25T23:00"))
     partial = local_days(month_period(None, MID_OCTOBER, M.ZONE))
     assert (len(partial), partial[0][1]) == (15, M.OCT_START)
+
+
+def test_the_months_json_matches_the_truth_and_every_format_shows_it(month: Engine) -> None:
+    """The rendered report of the simulated month: the JSON figures are the truth to the cent
+    (tokens exactly), and the table, CSV, markdown and HTML show the same figures."""
+    r = report(month)
+    doc = json.loads(render(r, "json"))
+    totals = doc["totals"]
+    assert Decimal(totals["spend_usd"]) == Decimal("9000.00")
+    assert Decimal(totals["metered_usd"]) == METERED.quantize(CENT)
+    assert totals["useful_tokens"] == sum(TRUTH.output.values())
+    assert Decimal(totals["idle_cost_usd"]) == sum(TRUTH.idle.values(), Decimal(0)).quantize(
+        CENT, rounding=ROUND_HALF_UP
+    )
+    per_model: dict[str, int] = {}
+    for target in M.TARGETS:
+        per_model[target.model] = per_model.get(target.model, 0) + TRUTH.output[target.name]
+    assert {m["model"]: m["useful_tokens"] for m in doc["models"]} == per_model
+    expected = figures_from_json(doc)
+    for fmt, parse in PARSERS.items():
+        assert parse(render(r, fmt)) == expected, fmt
