@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from agent.alert_inputs import AlertInputs
 from alerts.model import AlertKey, Condition
@@ -32,16 +33,27 @@ THROTTLE_BITS = {
 }
 
 RuleFn = Callable[[RuleSpec, AlertInputs], list[Condition] | None]
+Inputs = TypeVar("Inputs")  # what a table of rules reads: AlertInputs, or the budget rules' inputs
 
 
 def conditions(
     rules: Mapping[str, RuleSpec], inputs: AlertInputs
 ) -> tuple[list[Condition], frozenset[str]]:
     """The conditions true now, and the names of the rules that were evaluated."""
+    return run_rules(RULES, rules, inputs)
+
+
+def run_rules(
+    table: Mapping[str, Callable[[RuleSpec, Inputs], list[Condition] | None]],
+    rules: Mapping[str, RuleSpec],
+    inputs: Inputs,
+) -> tuple[list[Condition], frozenset[str]]:
+    """Each enabled rule of ``table`` over ``inputs``: the conditions that hold, and the rules
+    that were evaluated (a rule answering None saw no data and is left out, see above)."""
     found: list[Condition] = []
     evaluated: set[str] = set()
     for name, spec in rules.items():
-        rule = RULES.get(name)
+        rule = table.get(name)
         if rule is None or not spec.enabled:
             continue
         result = rule(spec, inputs)

@@ -24,6 +24,7 @@ from decimal import Decimal
 
 from sqlalchemy import Engine, func, select
 
+from agent.alert_conditions import run_rules
 from agent.billing import billed
 from agent.config import Config
 from agent.cost import Line, summarize
@@ -207,17 +208,7 @@ def budget_conditions(
     rules: Mapping[str, RuleSpec], inputs: BudgetInputs
 ) -> tuple[list[Condition], frozenset[str]]:
     """The budget conditions true now, and the names of the rules that were evaluated."""
-    found: list[Condition] = []
-    evaluated: set[str] = set()
-    for name, spec in rules.items():
-        rule = BUDGET_RULES.get(name)
-        if rule is None or not spec.enabled:
-            continue
-        result = rule(spec, inputs)
-        if result is not None:
-            evaluated.add(name)
-            found.extend(result)
-    return found, frozenset(evaluated)
+    return run_rules(BUDGET_RULES, rules, inputs)
 
 
 def _threshold(spec: RuleSpec, name: str) -> float | None:

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from agent.breakeven import usd
 from agent.report_model import ModelRow, Period, Recommendation, Report
 from alerts.rules import format_duration
-from alerts.slack import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, escape
+from alerts.slack import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped, escape
 
 HEADER_LIMIT = 150  # a header block's plain_text
 FIELD_LIMIT = 2000  # each of a section's fields
@@ -152,7 +152,7 @@ def _summary(report: Report, previous: Report | None) -> dict[str, Any]:
         fields.append(f"*Budget {report.budget.month}*\n{_budget(report)}")
     return {
         "type": "section",
-        "fields": [{"type": "mrkdwn", "text": _cut(f, FIELD_LIMIT)} for f in fields],
+        "fields": [{"type": "mrkdwn", "text": cut_escaped(f, FIELD_LIMIT)} for f in fields],
     }
 
 
@@ -274,7 +274,7 @@ def _more(count: int, noun: str) -> str:
 
 
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(text, SECTION_LIMIT)}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": cut_escaped(text, SECTION_LIMIT)}}
 
 
 def _fallback(report: Report, previous: Report | None) -> str:
@@ -366,14 +366,3 @@ def _fit(raw: str, limit: int) -> str:
         out.append(piece)
         size += len(piece)
     return "".join(out) + "…"
-
-
-def _cut(text: str, limit: int) -> str:
-    # A last guard on already-escaped text built to fit; cut before a partial entity if needed.
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    amp = head.rfind("&", len(head) - 4)
-    if amp != -1 and ";" not in head[amp:]:
-        head = head[:amp]
-    return head + "…"

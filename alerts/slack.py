@@ -76,7 +76,7 @@ def render(notification: Notification) -> SlackMessage:
     cuts: list[str] = []
     if any(len(line) > SECTION_LIMIT for line in lines):
         cuts.append(f"alert lines over {SECTION_LIMIT} characters")
-        lines = [_cut(line, SECTION_LIMIT) for line in lines]
+        lines = [cut_escaped(line, SECTION_LIMIT) for line in lines]
     sections, dropped = _pack(lines)
     if dropped:
         cuts.append(f"{dropped} alerts beyond {BLOCK_LIMIT} blocks")
@@ -84,8 +84,8 @@ def render(notification: Notification) -> SlackMessage:
     text = "\n".join([head, *lines])
     if len(text) > TEXT_LIMIT:
         cuts.append(f"text over {TEXT_LIMIT} characters")
-        text = _cut(text, TEXT_LIMIT)
-    bold = f"*{_cut(head, SECTION_LIMIT - 2)}*"
+        text = cut_escaped(text, TEXT_LIMIT)
+    bold = f"*{cut_escaped(head, SECTION_LIMIT - 2)}*"
     blocks = tuple(_section(t) for t in [bold, *sections])
     return SlackMessage(text, blocks, tuple(cuts))
 
@@ -136,7 +136,7 @@ def _pack(lines: list[str]) -> tuple[list[str], int]:
     return sections, 0
 
 
-def _cut(text: str, limit: int) -> str:
+def cut_escaped(text: str, limit: int) -> str:
     """Escaped ``text`` cut to ``limit`` characters without leaving half an entity ("&am")."""
     if len(text) <= limit:
         return text
