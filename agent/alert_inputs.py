@@ -176,6 +176,9 @@ def _queue_points(
 ) -> dict[PairKey, Points]:
     """Waiting requests per (target, model) over the slope window; series differing only in
     other labels (engine) are summed per instant, as the queue is the pair's."""
+    latest = tuple(latest)
+    if not any(s.metric == TARGET_UP for s in latest):
+        return {}  # no engine targets on this box: nothing to ask the store every tick
     start = now - timedelta(seconds=window)
     summed: dict[PairKey, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
     for labels_json, points in store.window(WAITING, start, now, {"host": host}).items():
@@ -207,7 +210,7 @@ def _latencies(
             _put(
                 p99, (target, model, kind), histogram_window(store, metric, short_start, now, match)
             )
-    return p99, _baselines(store, host, wanted, short_start)
+    return p99, (_baselines(store, host, wanted, short_start) if wanted else {})
 
 
 def _baselines(store: Store, host: str, pairs: set[PairKey], before: datetime) -> Latencies:

@@ -88,14 +88,35 @@ def save_evaluation(
     now: datetime,
     expires_at: datetime,
     transitions: Iterable[Transition] = (),
+    before: Remembered | None = None,
 ) -> list[int]:
     """Replace the scope's states and groups, record the transitions in the history, log the
-    plan's entries and queue its notifications; returns the outbox ids, in delivery order."""
+    plan's entries and queue its notifications; returns the outbox ids, in delivery order.
+    ``before``: what the database holds now, when known; unchanged tables are not rewritten
+    (a healthy box evaluates every tick with nothing to change)."""
     for transition in transitions:
         _history(conn, scope, transition, states.get(transition.key, transition.alert))
-    conn.execute(delete(alert_states).where(alert_states.c.scope == scope))
-    if states:
-        conn.execute(insert(alert_states), [{"scope": scope, **to_row(s)} for s in states.values()])
+    if before is None or before.states != states:
+        conn.execute(delete(alert_states).where(alert_states.c.scope == scope))
+        if states:
+            rows = [{"scope": scope, **to_row(s)} for s in states.values()]
+            conn.execute(insert(alert_states), rows)
+    if before is None or before.first_seen != plan.group_first_seen:
+        _save_groups(conn, scope, plan)
+    for entry in (*(n.entry for n in plan.notifications), *plan.log_only):
+        _log(conn, scope, entry)
+    return [_enqueue(conn, scope, n, now, expires_at) for n in plan.notifications]
+
+
+def after(before: Remembered, states: Mapping[AlertKey, AlertState], plan: Plan) -> Remembered:
+    """What the database holds once ``save_evaluation`` of ``plan`` has committed."""
+    log = dict(before.log)
+    for entry in (*(n.entry for n in plan.notifications), *plan.log_only):
+        log[entry.group] = entry
+    return Remembered(dict(states), dict(plan.group_first_seen), log)
+
+
+def _save_groups(conn: Connection, scope: str, plan: Plan) -> None:
     conn.execute(delete(alert_groups).where(alert_groups.c.scope == scope))
     if plan.group_first_seen:
         rows = [
@@ -104,9 +125,6 @@ def save_evaluation(
             for g, at in plan.group_first_seen.items()
         ]  # fmt: skip
         conn.execute(insert(alert_groups), rows)
-    for entry in (*(n.entry for n in plan.notifications), *plan.log_only):
-        _log(conn, scope, entry)
-    return [_enqueue(conn, scope, n, now, expires_at) for n in plan.notifications]
 
 
 def _history(conn: Connection, scope: str, t: Transition, state: AlertState) -> None:

@@ -120,6 +120,10 @@ class Alerting:
     give_up_after: timedelta = timedelta(hours=6)
     inhibit_rules: Sequence[InhibitRule] = DEFAULT_INHIBIT_RULES
     jitter: Callable[[], float] = field(default=random.random)
+    # What this process last committed for its scope. A host's scope has one writer, its own
+    # daemon, so the next tick need not read it back; the fleet scope changes hands with the
+    # lead, so it is always read (see ``_remembered``).
+    _memory: alert_store.Remembered | None = field(default=None, repr=False)
 
     @classmethod
     def for_scope(
@@ -141,14 +145,18 @@ class Alerting:
         self, conditions: Iterable[Condition], evaluated: Collection[str], now: datetime
     ) -> tuple[Evaluation, Plan]:
         """Advance the lifecycle, decide what to notify and queue it, in one transaction."""
+        self._memory, memory = None, self._memory  # unknown until this transaction commits
         with self.engine.begin() as conn:
-            memory = alert_store.remembered(conn, self.scope)
+            memory = memory if self.scope != FLEET and memory else None
+            memory = memory or alert_store.remembered(conn, self.scope)
             result = evaluate(self.rules, conditions, memory.states, now, evaluated_rules=evaluated)
             states = {k: describe(s, now) for k, s in result.states.items()}
             plan = _plan(self, states.values(), memory, alert_store.load_silences(conn), now)
             alert_store.save_evaluation(
-                conn, self.scope, states, plan, now, now + self.give_up_after, result.transitions
-            )
+                conn, self.scope, states, plan, now, now + self.give_up_after,
+                result.transitions, before=memory,
+            )  # fmt: skip
+        self._memory = alert_store.after(memory, states, plan)
         for problem in result.problems:
             log.warning("alert rules: %s", problem)
         for t in result.transitions:
