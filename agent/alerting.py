@@ -163,6 +163,10 @@ class Alerting:
             log.info("alert %s %s: %s", t.key.rule, t.to.value, t.alert.annotations.get("summary"))
         return replace(result, states=states), plan
 
+    def states(self) -> tuple[AlertState, ...]:
+        """The states this process last committed (empty before its first evaluation)."""
+        return tuple(self._memory.states.values()) if self._memory else ()
+
     def deliver(self, now: datetime) -> Delivery:
         """Send every due notification of this scope once; never raises for a failed send."""
         with self.engine.connect() as conn:

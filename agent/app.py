@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from agent.leader import Leadership, leadership_for
 from agent.rollup import Rollup
 from agent.runner import CollectorRunner, Round
 from agent.store import Store
+from alerts.model import State
 from collectors.base import Collector, Sample
 from collectors.scrape import ScrapeCollector, TargetSpec
 
@@ -124,7 +126,21 @@ class App:
                 log.info("storing rounds recovered")
             self._store_failing = False
             self.queued = self.evaluate_alerts(round_, now)
+            round_ = replace(round_, derived=round_.derived + self.alert_samples(now))
         return round_
+
+    def alert_samples(self, now: datetime) -> tuple[Sample, ...]:
+        """``gpuwatch_alerts{rule, state}``: this host's pending and firing alerts, for
+        /metrics (Prometheus' own ALERTS series, counted per rule); exposed, not stored."""
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for state in self.alerting.states():
+            if state.state in (State.PENDING, State.FIRING):
+                counts[(state.key.rule, state.state.value)] += 1
+        return tuple(
+            Sample(metric="gpuwatch_alerts", value=float(n), ts=now,
+                   labels={"host": self.config.host, "rule": rule, "state": value})
+            for (rule, value), n in sorted(counts.items())
+        )  # fmt: skip
 
     def evaluate_alerts(self, round_: Round, now: datetime) -> int:
         """This host's rules after a stored round; returns how many notifications were queued.

@@ -15,6 +15,7 @@ from agent.app import App
 from agent.config import load_config
 from agent.db import upgrade_database
 from agent.enginesim import EngineServer, Traffic
+from agent.runner import Round
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
@@ -46,13 +47,14 @@ class Box:
     now: datetime
     arrivals: list[datetime] = field(default_factory=list)
     requests_per_tick: int = 0  # an idle GPU serves nothing
+    last_round: Round | None = None
 
     def run(self, duration: timedelta) -> None:
         end = self.now + duration
         while self.now < end:
             if self.requests_per_tick:
                 self.traffic.serve(self.requests_per_tick)
-            self.app.tick(self.now)
+            self.last_round = self.app.tick(self.now)
             before = len(self.sink.requests) if self.sink else 0
             self.app.deliver(self.now)
             if self.sink is not None:
@@ -118,6 +120,10 @@ def test_an_idle_gpu_fires_after_warm_up_and_for_with_its_dollars_then_resolves_
     began = up_at + timedelta(minutes=10)
     assert began + timedelta(minutes=30) <= fired_at <= began + timedelta(minutes=30) + STEP
     assert "for 30m" in text and "$1.80 burnt at $3.60/h" in text
+    assert box.last_round is not None  # and /metrics counts it
+    shown = {(s.labels["rule"], s.labels["state"]): s.value
+             for s in box.last_round.derived if s.metric == "gpuwatch_alerts"}  # fmt: skip
+    assert shown == {("GpuIdle", "firing"): 1.0}
 
     fake_nvml.write(hardware(util=85))
     box.run(timedelta(minutes=10))
