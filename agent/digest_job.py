@@ -48,13 +48,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
-from http.client import HTTPException
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from slack_sdk.errors import SlackApiError, SlackRequestError
-from slack_sdk.web import WebClient
-from slack_sdk.webhook import WebhookClient
 from sqlalchemy import Engine, and_, insert, or_, select, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
@@ -64,24 +60,11 @@ from agent.digest import digest_payload
 from agent.digest_config import DigestConfig
 from agent.report_model import Period, Report
 from agent.report_period import last_week_period, previous_period
-from alerts.notify import (
-    NotifyError,
-    SendResult,
-    header,
-    hide_in_logs,
-    http_url,
-    parse_retry_after,
-    redact,
-    shorten,
-    status_result,
-    url_secrets,
-)
+from alerts.notify import NotifyError, SendResult, shorten
+from alerts.slack import SlackNotifier
 from migrations.schema import digests
 
 log = logging.getLogger(__name__)
-# The slack_sdk clients log through this one, so their records (the webhook URL at DEBUG)
-# pass a redacting filter; their default loggers are shared with other slack_sdk users.
-_SDK_LOGGER = logging.getLogger(f"{__name__}.sdk")
 
 CLAIMED, SENT, FAILED = "claimed", "sent", "failed"
 STALE_CLAIM = timedelta(minutes=10)  # far beyond a report and one post (10 s timeout)
@@ -355,15 +338,14 @@ def report_builder(engine: Engine, config: Config) -> ReportBuilder:
 
 
 class SlackDigestSender:
-    """Posts a digest through an incoming webhook or chat.postMessage (slack_sdk).
+    """Posts a digest through ``[notify.slack]``: the alerts' Slack client (an incoming
+    webhook or chat.postMessage), so both share its secret handling and failure classes.
 
     Once per call: the SDK's retry handlers are off, because retries are the record's to
     decide (a retry inside the SDK would bypass it). Neither secret appears in results or logs.
     """
 
-    __slots__ = ("_channel", "_secrets", "_web", "_webhook")
-    _web: WebClient | None
-    _webhook: WebhookClient | None
+    __slots__ = ("_slack",)
 
     def __init__(
         self,
@@ -374,29 +356,10 @@ class SlackDigestSender:
         base_url: str | None = None,
         timeout_seconds: int = 10,
     ) -> None:
-        # Messages name the settings, never their values: both are credentials.
-        if (webhook_url is None) == (token is None):
-            raise NotifyError("digest: give exactly one of a Slack webhook_url or token")
-        if token is not None and not channel:
-            raise NotifyError("digest: a Slack token needs a channel")
-        if webhook_url is not None:
-            http_url(webhook_url, what="digest: Slack webhook_url", secret=True)
-        self._channel = channel or ""
-        self._secrets = url_secrets(webhook_url) if webhook_url else (token or "",)
-        hide_in_logs(_SDK_LOGGER, *self._secrets)  # before the clients exist: they may log
-        self._webhook = self._web = None
-        if webhook_url is not None:
-            self._webhook = WebhookClient(
-                webhook_url, timeout=timeout_seconds, logger=_SDK_LOGGER, retry_handlers=[]
-            )
-        else:
-            self._web = WebClient(
-                token=token,
-                base_url=base_url or WebClient.BASE_URL,
-                timeout=timeout_seconds,
-                logger=_SDK_LOGGER,
-                retry_handlers=[],
-            )
+        self._slack = SlackNotifier(
+            "digest", webhook_url=webhook_url, token=token, channel=channel,
+            base_url=base_url, timeout_seconds=timeout_seconds,
+        )  # fmt: skip
 
     @classmethod
     def from_config(cls, slack: SlackConfig) -> SlackDigestSender | None:
@@ -408,54 +371,7 @@ class SlackDigestSender:
         return None
 
     def __repr__(self) -> str:
-        mode = "webhook" if self._webhook is not None else f"chat.postMessage to {self._channel}"
-        return f"SlackDigestSender({mode})"
+        return f"SlackDigestSender({self._slack!r})"
 
     def post(self, payload: Mapping[str, Any], now: datetime) -> SendResult:
-        try:
-            if self._webhook is not None:
-                response = self._webhook.send_dict(dict(payload))
-                return status_result(
-                    response.status_code,
-                    detail=response.body,
-                    retry_after_seconds=parse_retry_after(
-                        header(response.headers, "Retry-After"), now
-                    ),
-                    secrets=self._secrets,
-                )
-            assert self._web is not None
-            return self._post_message(self._web, payload, now)
-        except SlackRequestError as exc:  # the SDK refused the request before sending it
-            return self._failure(False, f"request refused: {exc}")
-        except (OSError, HTTPException) as exc:  # urllib: URLError, timeouts, resets
-            timeout = isinstance(exc, TimeoutError) or isinstance(
-                getattr(exc, "reason", None), TimeoutError
-            )
-            return self._failure(True, "timeout" if timeout else f"connection error: {exc}")
-
-    def _post_message(
-        self, client: WebClient, payload: Mapping[str, Any], now: datetime
-    ) -> SendResult:
-        try:
-            client.chat_postMessage(
-                channel=self._channel, text=payload["text"], blocks=payload["blocks"]
-            )
-        except SlackApiError as exc:
-            data = exc.response.data
-            error = str(data.get("error", "")) if isinstance(data, dict) else ""
-            if exc.response.status_code != 200:
-                return status_result(
-                    exc.response.status_code,
-                    detail=error,
-                    retry_after_seconds=parse_retry_after(
-                        header(exc.response.headers, "Retry-After"), now
-                    ),
-                    secrets=self._secrets,
-                )
-            return self._failure(False, f"slack error: {error or 'unknown'}")
-        return SendResult(ok=True, retryable=False, reason="ok")
-
-    def _failure(self, retryable: bool, reason: str) -> SendResult:
-        return SendResult(
-            ok=False, retryable=retryable, reason=shorten(redact(reason, *self._secrets), 200)
-        )
+        return self._slack.post(payload["text"], payload["blocks"], now)

@@ -9,7 +9,7 @@ notification behind it. Label values and summaries are escaped for mrkdwn, so a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from http.client import HTTPException
@@ -207,11 +207,15 @@ class SlackNotifier:
                 notification.group,
                 "; ".join(message.cuts),
             )
+        return self.post(message.text, message.blocks, now)
+
+    def post(self, text: str, blocks: Sequence[Mapping[str, Any]], now: datetime) -> SendResult:
+        """Post one message as given (already within Slack's limits), once; never raises."""
         try:
             if self._webhook is not None:
-                return self._post_webhook(self._webhook, message, now)
+                return self._post_webhook(self._webhook, text, blocks, now)
             assert self._web is not None
-            return self._post_message(self._web, message, now)
+            return self._post_message(self._web, text, blocks, now)
         except SlackRequestError as exc:  # the SDK refused the request before sending it
             return self._failure(False, f"request refused: {exc}")
         except (OSError, HTTPException) as exc:  # urllib: URLError, timeouts, resets
@@ -220,9 +224,13 @@ class SlackNotifier:
             return self._failure(True, f"connection error: {exc}")
 
     def _post_webhook(
-        self, client: WebhookClient, message: SlackMessage, now: datetime
+        self,
+        client: WebhookClient,
+        text: str,
+        blocks: Sequence[Mapping[str, Any]],
+        now: datetime,
     ) -> SendResult:
-        response = client.send(text=message.text, blocks=list(message.blocks))
+        response = client.send(text=text, blocks=[dict(b) for b in blocks])
         return status_result(
             response.status_code,
             detail=response.body,
@@ -230,10 +238,12 @@ class SlackNotifier:
             secrets=self._secrets,
         )
 
-    def _post_message(self, client: WebClient, message: SlackMessage, now: datetime) -> SendResult:
+    def _post_message(
+        self, client: WebClient, text: str, blocks: Sequence[Mapping[str, Any]], now: datetime
+    ) -> SendResult:
         try:
             client.chat_postMessage(
-                channel=self._channel, text=message.text, blocks=list(message.blocks)
+                channel=self._channel, text=text, blocks=[dict(b) for b in blocks]
             )
         except SlackApiError as exc:
             return self._api_failure(exc.response, now)
