@@ -87,6 +87,22 @@ class BudgetInputs:
         return self.metered_usd
 
     @property
+    def pace_usd_per_second(self) -> Decimal | None:
+        """The metered pace over the burn window; None without any metered history."""
+        if self.burn_seconds <= 0:
+            return None
+        return self.burn_usd / Decimal(repr(self.burn_seconds))
+
+    @property
+    def forecast_usd(self) -> Decimal:
+        """Month-end spend: spent so far plus the pace until the month ends."""
+        pace = self.pace_usd_per_second
+        if pace is None:
+            return self.spent_usd
+        left = max((self.month_end - self.now).total_seconds(), 0.0)
+        return self.spent_usd + pace * Decimal(repr(left))
+
+    @property
     def budget(self) -> Decimal | None:
         # A zero budget counts as none, as for gpuwatch_budget_used_ratio: a ratio to zero is
         # no information, and "monthly_usd = 0" is how a budget gets switched off in practice.
@@ -267,10 +283,9 @@ def projected_over_budget(spec: RuleSpec, inputs: BudgetInputs) -> list[Conditio
     min_history = _threshold(spec, "min_history_seconds") or 0.0
     if budget is None or inputs.burn_seconds <= 0 or inputs.burn_seconds < min_history:
         return []
-    per_second = inputs.burn_usd / Decimal(repr(inputs.burn_seconds))
-    left = max((inputs.month_end - inputs.now).total_seconds(), 0.0)
-    spent = inputs.spent_usd
-    forecast = spent + per_second * Decimal(repr(left))
+    per_second = inputs.pace_usd_per_second
+    assert per_second is not None  # burn_seconds > 0
+    spent, forecast = inputs.spent_usd, inputs.forecast_usd
     if forecast <= budget:
         return []
     labels = {"scope": FLEET, "month": inputs.month}

@@ -78,7 +78,7 @@ from sqlalchemy import Connection, Engine, Select, case, func, literal, select, 
 
 from agent.billing import billed
 from agent.breakeven import Prices, Workload, compare, percent, usd
-from agent.budget_alerts import gather_budget, month_bounds
+from agent.budget_alerts import gather_budget
 from agent.config import Config
 from agent.cost import (
     MILLION,
@@ -824,13 +824,7 @@ def _budget(engine: Engine, config: Config, period: Period, now: datetime) -> Bu
     inputs = gather_budget(engine, config, at - timedelta(microseconds=1), config.alerts.rules)
     last_minute = summarize(engine, at - MINUTE, at, useful=config.cost.useful_tokens)
     inputs = replace(inputs, metered_usd=inputs.metered_usd + last_minute.fleet.cost_usd)
-    _, month_end = month_bounds(inputs.now, inputs.zone)
-    spent = inputs.spent_usd
-    forecast = spent
-    if inputs.burn_seconds > 0:  # ProjectedOverBudget's arithmetic
-        per_second = inputs.burn_usd / Decimal(repr(inputs.burn_seconds))
-        left = max((month_end - at).total_seconds(), 0.0)
-        forecast = spent + per_second * Decimal(repr(left))
+    spent, forecast = inputs.spent_usd, inputs.forecast_usd  # ProjectedOverBudget's arithmetic
     budget = inputs.budget
     return Budget(
         monthly_usd=budget,
