@@ -1,28 +1,45 @@
 # gpuwatch: every target does its own set-up on a fresh Debian machine with Python 3.11.
-#   make run    virtualenv, install, run the daemon on the embedded SQLite default
-#   make test   virtualenv, install, fake NVML library, throwaway PostgreSQL (and, as root,
-#               Debian's prometheus + prometheus-alertmanager), the whole suite on both databases
+#   make run    virtualenv, install gpuwatch as users do (`pip install .`: a copy, runtime
+#               dependencies only), run the daemon on the embedded SQLite default
+#   make test   virtualenv, editable install with the test extra, fake NVML library, throwaway
+#               PostgreSQL (and, as root, Debian's prometheus + prometheus-alertmanager), the
+#               whole suite on both databases
+#
+# Both share $(VENV), each with its own stamp, so either can come first. `make run` reinstalls
+# whenever pyproject.toml or a file under the packages changes (its install is a copy); the tests
+# import this checkout whichever install is there (pytest's pythonpath, tests/test_layering.py).
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+RUN_STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+PACKAGE_FILES := $(shell find agent collectors alerts migrations -not -path '*/__pycache__*')
 FAKENVML := build/fakenvml/libnvidia-ml.so.1
 
 .PHONY: venv run test check lint typecheck bench prometheus-tools clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+# setuptools packs whatever an earlier build left in build/lib (modules since moved or deleted
+# included), so those go first; build/fakenvml stays.
+$(RUN_STAMP): pyproject.toml $(PACKAGE_FILES) | $(PY)
+	rm -rf build/lib build/bdist.*
+	$(PY) -m pip install -q .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $@
 
-venv: $(STAMP)
+venv: $(TEST_STAMP)
 
-$(FAKENVML): tests/fakenvml/fakenvml.c tests/fakenvml/build.py $(STAMP)
+$(FAKENVML): tests/fakenvml/fakenvml.c tests/fakenvml/build.py $(TEST_STAMP)
 	$(PY) -m tests.fakenvml.build build/fakenvml
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/gpuwatch run $(if $(CONFIG),--config $(CONFIG))
 
 # Debian's promtool and alertmanager make some tests real, and chromium renders the HTML report
@@ -42,22 +59,22 @@ prometheus-tools:
 			--no-install-recommends chromium >/dev/null; \
 	fi
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check agent collectors alerts migrations tests bench
 	$(VENV)/bin/ruff format --check agent collectors alerts migrations tests bench
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(VENV)/bin/mypy
 
 check: lint typecheck
 
-test: $(STAMP) $(FAKENVML) prometheus-tools check
+test: $(TEST_STAMP) $(FAKENVML) prometheus-tools check
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
 		scripts/with-postgres scripts/pytest-strict $(PYTEST_ARGS)
 
-bench: $(STAMP) $(FAKENVML)
+bench: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py
 	$(PY) bench/scrape.py
 
 clean:
-	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist gpuwatch.egg-info $(VENV) .pytest_cache .mypy_cache .ruff_cache

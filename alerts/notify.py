@@ -18,7 +18,6 @@ import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
@@ -28,6 +27,7 @@ from alerts.dedup import Notification
 from alerts.inhibit import ALERTNAME
 from alerts.model import AlertState
 from collectors.base import GpuwatchError
+from collectors.retry import parse_retry_after
 
 REDACTED = "<redacted>"
 SEVERITY_LABEL = "severity"
@@ -184,22 +184,6 @@ def httpx_error_result(exc: httpx.HTTPError, *secrets: str) -> SendResult:
     retryable = isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError | httpx.ProxyError)
     text = redact(f"{type(exc).__name__}: {exc}", *secrets)
     return SendResult(ok=False, retryable=retryable, reason=shorten(text, _DETAIL_LIMIT))
-
-
-def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None if absent
-    or unreadable, 0 for a date already past."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = (parsedate_to_datetime(value) - now).total_seconds()
-        except (TypeError, ValueError):
-            return None
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:

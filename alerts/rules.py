@@ -15,51 +15,12 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
 
+from alerts.duration import format_duration, parse_duration
 from alerts.model import Severity
 
-# Prometheus' model.ParseDuration grammar (common/model/time.go): integer amounts, units from
-# largest to smallest, each at most once; "0" alone is allowed. Users paste these from rule
-# files, so the same strings must mean the same thing here (and "1.5h" is refused there too).
-_DURATION = re.compile(
-    r"^(?:(?P<y>\d+)y)?(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?"
-    r"(?:(?P<s>\d+)s)?(?:(?P<ms>\d+)ms)?$"
-)
-_UNIT_SECONDS = {
-    "y": 31536000.0,
-    "w": 604800.0,
-    "d": 86400.0,
-    "h": 3600.0,
-    "m": 60.0,
-    "s": 1.0,
-    "ms": 0.001,
-}
 # Prometheus' label name rule (model.LabelNameRE), so labels survive export to Alertmanager.
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _BASE_KEYS = ("enabled", "for", "keep_firing_for", "severity", "labels")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Prometheus duration ("5m", "1h30m", "500ms", "0"); ValueError otherwise."""
-    text = text.strip()
-    if text == "0":
-        return 0.0
-    match = _DURATION.match(text)
-    if match is None or not any(match.groupdict().values()):
-        raise ValueError(f'expected a duration like "30s", "5m", "2h" or "1h30m", got {text!r}')
-    return sum(int(n) * _UNIT_SECONDS[unit] for unit, n in match.groupdict().items() if n)
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest Prometheus duration for ``seconds`` (for messages): 5400 -> "1h30m"."""
-    millis = round(seconds * 1000)
-    if millis == 0:
-        return "0s"
-    parts = []
-    for unit, size in _UNIT_SECONDS.items():
-        count, millis = divmod(millis, round(size * 1000))
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)
 
 
 class _Number:
@@ -323,20 +284,15 @@ def _set_base(spec: RuleSpec, key: str, value: object) -> RuleSpec:
         if not isinstance(value, bool):
             raise ValueError(f"expected true or false, got {_kind(value)} {value!r}")
         return replace(spec, enabled=value)
+    # A bare number is refused for these (parse_duration takes strings only): Prometheus rule
+    # files refuse it too, and "for = 5" could mean anything.
     if key == "for":
-        return replace(spec, for_seconds=_duration(value))
+        return replace(spec, for_seconds=parse_duration(value))
     if key == "keep_firing_for":
-        return replace(spec, keep_firing_for_seconds=_duration(value))
+        return replace(spec, keep_firing_for_seconds=parse_duration(value))
     if key == "severity":
         return replace(spec, severity=_severity(value))
     return replace(spec, labels=MappingProxyType(_labels(value)))
-
-
-def _duration(value: object) -> float:
-    # A bare number is refused: Prometheus rule files refuse it too, and "5" could mean anything.
-    if not isinstance(value, str):
-        raise ValueError(f'expected a duration string like "5m", got {_kind(value)} {value!r}')
-    return parse_duration(value)
 
 
 def _severity(value: object) -> Severity:

@@ -27,12 +27,12 @@ from alerts.notify import (
     header,
     hide_in_logs,
     http_url,
-    parse_retry_after,
     redact,
     shorten,
     status_result,
     url_secrets,
 )
+from collectors.retry import parse_retry_after
 
 # Slack's documented limits: a section's text, a message's text, blocks per message.
 SECTION_LIMIT = 3000

@@ -19,8 +19,8 @@ so every section of the report has data.
 PostgreSQL: the filled tables (everything but the raw samples, which a report never reads) are
 copied into the given database, then timed the same way.
 
-Measured per database: the baseline, ``agent.cost.summarize`` over the month (the one query
-behind the cost figures), then ``build_report`` for the month (every section, the previous
+Measured per database: the baseline, ``agent.cost.summarize.summarize`` over the month (the one
+query behind the cost figures), then ``build_report`` for the month (every section, the previous
 month's trend and the daily chart series), then each rendering. Target: the report under 2 s.
 """
 
@@ -42,12 +42,12 @@ sys.path.insert(0, str(REPO))
 
 from sqlalchemy import Engine, Table, delete, func, insert, select  # noqa: E402
 
-from agent.config import BudgetConfig, Config  # noqa: E402
-from agent.cost import summarize  # noqa: E402
-from agent.db import open_database, upgrade_database  # noqa: E402
-from agent.report import build_report  # noqa: E402
-from agent.report_period import month_period  # noqa: E402
-from agent.report_render import render  # noqa: E402
+from agent.config.settings import BudgetConfig, Config  # noqa: E402
+from agent.cost.summarize import summarize  # noqa: E402
+from agent.reporting.build import build_report  # noqa: E402
+from agent.reporting.period import month_period  # noqa: E402
+from agent.reporting.render import render  # noqa: E402
+from agent.storage.db import open_database, upgrade_database  # noqa: E402
 from bench.cost import T0, build_fleet, rate_card  # noqa: E402
 from bench.timing import ms, timed  # noqa: E402
 from migrations.schema import alert_history, cost_records, metadata  # noqa: E402

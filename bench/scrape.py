@@ -29,10 +29,10 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from agent.app import App  # noqa: E402
-from agent.config import load_config  # noqa: E402
-from agent.db import upgrade_database  # noqa: E402
-from agent.enginesim import Traffic, content_type, render  # noqa: E402
+from agent.config.settings import load_config  # noqa: E402
+from agent.daemon.app import App  # noqa: E402
+from agent.sim import Traffic, content_type, render  # noqa: E402
+from agent.storage.db import upgrade_database  # noqa: E402
 from bench.timing import ms, timed  # noqa: E402
 from collectors.engines import vllm  # noqa: E402
 from collectors.engines.exposition import Exposition  # noqa: E402

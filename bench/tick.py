@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.db import upgrade_database  # noqa: E402
+from agent.storage.db import upgrade_database  # noqa: E402
 from bench.timing import ms, timed  # noqa: E402
 from tests.fakenvml.build import (  # noqa: E402
     LIB_NAME,
@@ -94,8 +94,8 @@ class Recorder:
 def bench_tick(ticks: int, database_url: str) -> tuple[float, float]:
     import pynvml
 
-    from agent.app import App
-    from agent.config import load_config
+    from agent.config.settings import load_config
+    from agent.daemon.app import App
     from collectors.nvml import NvmlCollector
 
     t0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -173,7 +173,7 @@ def bench_rss(work: Path, env: dict[str, str]) -> tuple[float, float]:
         f'host = "bench"\ndatabase_url = "sqlite:///{db}"\n'
         f'[daemon]\ninterval_seconds = 0.2\nmetrics_listen = "127.0.0.1:{port}"\n'
     )
-    command = ["-m", "agent.cli", "--log-level", "WARNING", "run", "--config", str(config)]
+    command = ["-m", "agent.cli.main", "--log-level", "WARNING", "run", "--config", str(config)]
     proc = subprocess.Popen([sys.executable, *command], env=env, cwd=REPO)
     try:
         ticks = wait_for_ticks(db, 50)

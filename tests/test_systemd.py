@@ -143,7 +143,7 @@ try:
 except OSError:
     pass
 import pynvml, sqlalchemy, psycopg, httpx, prometheus_client, slack_sdk, apscheduler, alembic
-import agent.sdnotify
+import agent.daemon.sdnotify
 """
     result = subprocess.run(
         [sys.executable, "-c", probe],

@@ -9,10 +9,8 @@ Answers are decoded with ``parse_float=Decimal``, so money never passes through 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +22,7 @@ from typing import Any
 import httpx
 
 from collectors.billing.base import BillingAuthError, BillingError
+from collectors.retry import Backoff, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +49,10 @@ def _utcnow() -> datetime:
 class ApiClient:
     """GET/POST JSON against one provider's base URL, with Bearer auth, pacing and retries.
 
-    ``max_retries`` counts the tries after the first. 429 waits ``Retry-After`` when sent
-    (seconds or an HTTP-date); 429 without it, 5xx, timeouts and connection errors wait
-    exponential backoff with full jitter. ``min_interval_seconds`` spaces requests for
+    ``max_retries`` counts the tries after the first. 429, 5xx, timeouts and connection errors
+    wait ``collectors.retry.Backoff`` (from ``backoff_base_seconds``, capped at
+    ``backoff_cap_seconds``), or a 429's ``Retry-After`` when that is longer; a Retry-After
+    over ``max_retry_after_seconds`` fails at once. ``min_interval_seconds`` spaces requests for
     providers that document a minimum interval. ``sleep``, ``clock``, ``wall_clock`` and
     ``rng`` are injectable so tests never really wait.
     """
@@ -92,8 +92,7 @@ class ApiClient:
         self._rng = rng if rng is not None else random.Random()
         self._max_retries = max_retries
         self._min_interval = min_interval_seconds
-        self._backoff_base = backoff_base_seconds
-        self._backoff_cap = backoff_cap_seconds
+        self._backoff = Backoff(backoff_base_seconds, backoff_cap_seconds)
         self._max_retry_after = max_retry_after_seconds
         self._ready_at = float("-inf")
 
@@ -133,7 +132,7 @@ class ApiClient:
                 )
             except _TRANSIENT as exc:
                 status, failure = None, self._describe(exc)
-                delay = self._backoff(attempt)
+                delay = self._wait(attempt)
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 raise ApiError(
                     f"{self.provider} {path}: {self._describe(exc)}", status=None, retryable=False
@@ -166,18 +165,16 @@ class ApiClient:
                 f"{self.provider}: credentials refused (HTTP {status}); check {self.token_variable}"
             )
         if status == 429:
-            wait = self._retry_after(response)
-            if wait is None:
-                return self._backoff(attempt)
-            if wait > self._max_retry_after:
+            asked = parse_retry_after(response.headers.get("Retry-After"), self._wall_clock())
+            if asked is not None and asked > self._max_retry_after:
                 raise ApiError(
-                    f"{self.provider} {path}: rate limited (HTTP 429); asked to wait {wait:.0f} s",
+                    f"{self.provider} {path}: rate limited (HTTP 429); asked to wait {asked:.0f} s",
                     status=status,
                     retryable=True,
                 )
-            return wait
+            return self._wait(attempt, asked)
         if status >= 500:
-            return self._backoff(attempt)
+            return self._wait(attempt)
         detail = self._detail(response)
         raise ApiError(
             f"{self.provider} {path}: HTTP {status}{': ' + detail if detail else ''}",
@@ -194,26 +191,9 @@ class ApiClient:
             now = self._ready_at
         self._ready_at = now + self._min_interval
 
-    def _backoff(self, attempt: int) -> float:
-        # Full jitter (AWS architecture blog): clients that failed together retry apart.
-        ceiling = min(self._backoff_cap, self._backoff_base * 2.0**attempt)
-        return self._rng.uniform(0.0, ceiling)
-
-    def _retry_after(self, response: httpx.Response) -> float | None:
-        value = response.headers.get("Retry-After", "").strip()
-        if not value:
-            return None
-        try:
-            seconds = float(value)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                return None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
-            seconds = (when - self._wall_clock()).total_seconds()
-        return max(0.0, seconds) if math.isfinite(seconds) else None
+    def _wait(self, attempt: int, retry_after: float | None = None) -> float:
+        # ``attempt`` counts from 0 (the first try); the retry after it is retry 1.
+        return self._backoff.wait(attempt + 1, self._rng.random(), retry_after)
 
     def _decode(self, path: str, response: httpx.Response) -> Any:
         try:

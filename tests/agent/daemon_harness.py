@@ -86,7 +86,7 @@ def start_daemon(config: Path, tmp_path: Path, port: int, env: dict[str, str]) -
     full_env["WATCHDOG_USEC"] = "2000000"  # as WatchdogSec=2 would: a ping every second
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.cli", "run", "--config", str(config)],
+            [sys.executable, "-m", "agent.cli.main", "run", "--config", str(config)],
             env=full_env,
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -3,9 +3,9 @@
 October 2026 in Europe/Madrid (745 hours: the clocks go back on the 25th), plus the last day
 of September (the previous period's figures) and the first hour of November (outside the
 period). Each host's daemon is replayed the way it stores data: a collector round per hour
-written by :class:`agent.store.Store` (GPU readings as NVML reports them, engine counters and
-histogram buckets as the scrapes map them, with one engine restart), then the real
-:class:`agent.rollup.Rollup` job fills the minute and hour rollups and the cost ledger.
+written by :class:`agent.storage.store.Store` (GPU readings as NVML reports them, engine counters
+and histogram buckets as the scrapes map them, with one engine restart), then the real
+:class:`agent.storage.rollup.Rollup` job fills the minute and hour rollups and the cost ledger.
 
 The truth is kept per hour bucket (the hour an interval's reading closes): what each GPU cost
 and how busy it was, what each target produced, which latency buckets its requests fell in.
@@ -29,10 +29,11 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import Engine, insert
 
-from agent.ratecard import Rate, RateCard
-from agent.rollup import Rollup
-from agent.runner import CollectorRun, Round
-from agent.store import Store, labels_json
+from agent.collect.runner import CollectorRun, Round
+from agent.config.rates import Rate
+from agent.cost.metering import metered_rollup
+from agent.cost.ratecard import RateCard
+from agent.storage.store import Store, labels_json
 from collectors.base import Sample
 from migrations.schema import alert_history
 
@@ -233,7 +234,7 @@ def _cumulative(counts: tuple[int, ...]) -> list[int]:
 def fill(engine: Engine) -> None:
     """Every host's hourly rounds from FIRST_TICK to LAST_TICK, rolled up as the daemon does."""
     stores = {host: Store(engine, host) for host in RATES}
-    jobs = {host: Rollup(engine, host, CARD, interval_seconds=3600) for host in RATES}
+    jobs = {host: metered_rollup(engine, host, CARD, interval_seconds=3600) for host in RATES}
     counters: Counters = defaultdict(float)
     tick = FIRST_TICK
     while tick <= LAST_TICK:

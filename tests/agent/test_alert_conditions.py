@@ -11,12 +11,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agent.alert_conditions import conditions, least_squares_slope
-from agent.alert_inputs import AlertInputs, gather
-from agent.app import App
-from agent.config import load_config
-from agent.db import upgrade_database
-from agent.ratecard import Rate
+from agent.alerting.conditions import conditions, least_squares_slope
+from agent.alerting.inputs import AlertInputs, gather
+from agent.config.rates import Rate
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.storage.db import upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
 from collectors.base import CollectError, Sample

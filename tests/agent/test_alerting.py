@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from agent import alert_store
-from agent.alerting import Alerting, backoff, build_receivers
-from agent.config import Config, ConfigError, load_config
-from agent.db import open_database, upgrade_database
+from agent.alerting import store as alert_store
+from agent.alerting.evaluation import OUTBOX_BACKOFF, Alerting, build_receivers
+from agent.config.settings import Config, ConfigError, load_config
+from agent.storage.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
 from alerts.silence import Silence, parse_matcher
@@ -61,7 +61,8 @@ class Harness:
         self.alerting = Alerting.for_scope(
             self.engine, "box", self.config.alerts, receivers, DEFAULT_RULES
         )
-        self.alerting.jitter = lambda: 0.0
+        # The top of each jitter range (a real draw only approaches 1): waits of 10, 20, 40 s.
+        self.alerting.jitter = lambda: 1.0
 
     def step(self, holding: list[Condition], *, deliver: bool = True) -> None:
         self.alerting.evaluate(holding, set(DEFAULT_RULES), self.now)
@@ -269,11 +270,12 @@ def test_the_webhook_url_never_appears_in_logs_or_the_outbox(
     assert rows and all("XXXXSECRETXXXX" not in json.dumps(r.last_error) for r in rows)
 
 
-def test_backoff_doubles_to_five_minutes_and_retry_after_wins_when_longer() -> None:
-    waits = [backoff(n, None, 0.0).total_seconds() for n in range(1, 8)]
-    assert waits == [10, 20, 40, 80, 160, 300, 300]
-    assert backoff(1, 120.0, 0.0) == timedelta(seconds=120)
-    assert backoff(3, 1.0, 0.5) == timedelta(seconds=44)  # 40 s plus 10 % jitter
+def test_outbox_backoff_doubles_from_10_s_to_5_min_and_retry_after_wins_when_longer() -> None:
+    tops = [OUTBOX_BACKOFF.wait(n, 1.0) for n in range(1, 8)]
+    assert tops == [10, 20, 40, 80, 160, 300, 300]
+    assert OUTBOX_BACKOFF.wait(3, 0.0) == 20  # equal jitter: at least half the step
+    assert OUTBOX_BACKOFF.wait(1, 0.0, 120.0) == 120
+    assert OUTBOX_BACKOFF.wait(3, 0.5, 1.0) == 30
 
 
 def test_the_webhook_receiver_gets_the_alert_with_its_bearer_token(
@@ -329,7 +331,7 @@ def test_bad_alert_settings_are_named_with_their_key_path(tmp_path: Path) -> Non
     text = str(raised.value)
     assert "alerts.route.group_interval: must be longer than 0" in text
     assert "alerts.rules.GpuIdel: unknown rule" in text
-    assert 'alerts.rules.GpuHot.for: expected a duration string like "5m"' in text
+    assert 'alerts.rules.GpuHot.for: expected a duration like "90s"' in text
 
 
 def test_each_firing_is_kept_in_the_history_with_its_resolution(harness: Harness) -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.app import App
-from agent.config import load_config
-from agent.db import upgrade_database
-from agent.enginesim import EngineServer, Traffic
-from agent.runner import Round
+from agent.collect.runner import Round
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.sim import EngineServer, Traffic
+from agent.storage.db import upgrade_database
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB

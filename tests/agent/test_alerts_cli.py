@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.alerting import Alerting
-from agent.cli import main
-from agent.config import load_config
-from agent.db import open_database, upgrade_database
+from agent.alerting.evaluation import Alerting
+from agent.cli.main import main
+from agent.config.settings import load_config
+from agent.storage.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.allocation import Allocator, TargetPlacement
+from agent.cost.allocation import Allocator, TargetPlacement
 from collectors.base import Sample
 
 T = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

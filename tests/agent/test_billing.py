@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from agent.billing import BillingJob, billed
-from agent.cli import main
-from agent.config import load_config
-from agent.db import open_database, upgrade_database
+from agent.cli.main import main
+from agent.config.settings import load_config
+from agent.cost.billing import BillingJob, billed
+from agent.storage.db import open_database, upgrade_database
 from collectors.billing.registry import RateSource, make_source
 from migrations.schema import billing_resources, cost_records
 from tests.collectors.billing.conftest import TOKEN, FakeApi, Reply, sample
@@ -102,7 +102,7 @@ def test_a_failing_fetch_stores_nothing_and_says_why_once(
     api.answer(INSTANCES, Reply(200, final_page("vast-instances-v1.json")))
     api.answer(CHARGES, reply)
     job = vast_job(db_url, api, tmp_path)
-    with caplog.at_level(logging.ERROR, logger="agent.billing"):
+    with caplog.at_level(logging.ERROR, logger="agent.cost.billing"):
         error = job.run(NOW)["vast"]
         job.run(NOW + timedelta(hours=1))
     assert error is not None and problem in error

@@ -10,7 +10,8 @@ from decimal import Decimal as D
 
 import pytest
 
-from agent.breakeven import (
+from agent.cli.breakeven import add_parser, run
+from agent.cost.breakeven import (
     BreakevenError,
     Prices,
     Workload,
@@ -21,7 +22,6 @@ from agent.breakeven import (
     percent,
     usd,
 )
-from agent.breakeven_cli import add_parser, run
 from collectors.base import GpuwatchError
 
 # The worked break-even of economics.md: 3,000 requests/day x 2 GPU-s, A100 80GB.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from agent.cli.main import main
 from migrations.runner import head_revision
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
 
@@ -43,7 +43,7 @@ def gpuwatch(
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUWATCH_", "LD_LIB"))}
     base.update({"XDG_STATE_HOME": str(tmp_path / "state"), **env})
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "agent.cli.main", *args],
         env=base,
         cwd=REPO,
         capture_output=True,

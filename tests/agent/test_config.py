@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from agent.config import ConfigError, load_config
+from agent.cli.main import main
+from agent.config.settings import ConfigError, load_config
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -218,6 +218,43 @@ timeout = "soon"
     assert "targets[1].url: expected an http:// or https:// URL" in text
     assert "targets[2].name: missing" in text
     assert 'targets[2].timeout: expected a duration like "90s"' in text
+
+
+EXPECTED_DURATION = (
+    'expected a duration like "90s", "5m", "2h" or "1h30m"'
+    " (integers, units ms s m h d w y, largest first)"
+)
+
+
+def test_retention_takes_prometheus_durations_or_seconds(tmp_path: Path) -> None:
+    path = write(tmp_path, '[retention]\nraw = "1w2d"\nper_minute = 86400\nper_hour = "1y"\n')
+    retention = load_config(str(path), {}).retention
+    assert retention.raw_seconds == 9 * 86400
+    assert retention.minute_seconds == 86400  # a bare TOML number is seconds
+    assert retention.hour_seconds == 365 * 86400
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('"1.5h"', f"{EXPECTED_DURATION}, got '1.5h'"),
+        ('"5m5m"', f"{EXPECTED_DURATION}, got '5m5m'"),
+        ('"1m1h"', f"{EXPECTED_DURATION}, got '1m1h'"),
+        ('"5"', f"{EXPECTED_DURATION}, got '5'"),
+        ('""', f"{EXPECTED_DURATION}, got ''"),
+        ("true", f"{EXPECTED_DURATION}, got True"),
+        ("nan", "expected a finite number of seconds, got nan"),
+        ('"0s"', "must be longer than 0, got '0s'"),
+        ("-5", "must be longer than 0, got -5"),
+    ],
+)
+def test_a_bad_retention_duration_is_named_with_the_accepted_forms(
+    tmp_path: Path, value: str, problem: str
+) -> None:
+    path = write(tmp_path, f"[retention]\nraw = {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path), {})
+    assert info.value.problems == [f"retention.raw: {problem}"]
 
 
 def test_toml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.app import App, target_spec
-from agent.config import BudgetConfig, load_config
-from agent.cost import summarize
-from agent.cost_cli import measured_workload
-from agent.cost_metrics import cost_samples
-from agent.db import upgrade_database
-from agent.enginesim import EngineServer, Traffic
-from agent.rollup import Rollup
+from agent.cli.cost import measured_workload
+from agent.config.settings import BudgetConfig, load_config
+from agent.cost.metering import rollup_for
+from agent.cost.signals import cost_samples
+from agent.cost.summarize import summarize
+from agent.daemon.app import App, target_spec
+from agent.sim import EngineServer, Traffic
+from agent.storage.db import upgrade_database
 from collectors.nvml import NvmlCollector
 from collectors.scrape import ScrapeCollector
 from tests.conftest import FakeNvml
@@ -118,7 +118,7 @@ def test_a_month_of_cost_per_million_tokens_matches_the_truth(
     config = load_config(str(write_config(tmp_path, db_url, servers, engines)), {})
     scrapes = [ScrapeCollector(target_spec(t), host="box") for t in config.targets]
     app = App.open(config, [NvmlCollector(host="box", proc_root=proc_root(tmp_path)), *scrapes])
-    rollup = Rollup.from_config(app.engine, config)
+    rollup = rollup_for(app.engine, config)
     by_name = {e.name: e for e in engines}
     for hour in range(0, HOURS + 1, STEP):
         now = T0 + timedelta(hours=hour)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_config
-from agent.daemon import Daemon
+from agent.config.settings import load_config
+from agent.daemon.service import Daemon
 from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
 from tests.fakenvml.build import write_config as write_hardware
@@ -152,7 +152,7 @@ def test_a_tick_stuck_in_the_driver_stops_the_watchdog_pings(tmp_path: Path) -> 
 
 
 def test_engine_histograms_are_exposed_as_histograms_and_pass_promtool(tmp_path: Path) -> None:
-    from agent.enginesim import EngineServer, Traffic
+    from agent.sim import EngineServer, Traffic
 
     traffic = Traffic(models=("llama-8b",), engines=2)
     traffic.serve(12, engine="1")

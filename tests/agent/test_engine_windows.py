@@ -1,7 +1,7 @@
 """Across engine restarts, increases and quantiles over a window stay exactly right.
 
 The daemon's own path runs: the engine simulator serves /metrics, App.tick scrapes and stores
-raw values at injected instants, and agent.windows answers from the database.
+raw values at injected instants, and agent.storage.windows answers from the database.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.app import App
-from agent.config import load_config
-from agent.db import upgrade_database
-from agent.enginesim import EngineServer, Traffic
-from agent.enginesim.traffic import Request, cumulative_counts
-from agent.series_math import histogram_quantile
-from agent.windows import counter_increase, histogram_window
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.sim import EngineServer, Traffic
+from agent.sim.traffic import Request, cumulative_counts
+from agent.storage.db import upgrade_database
+from agent.storage.series_math import histogram_quantile
+from agent.storage.windows import counter_increase, histogram_window
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL = "llama-8b"

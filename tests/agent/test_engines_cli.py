@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agent.cli import main
-from agent.enginesim import EngineServer, Traffic
-from agent.enginesim.traffic import cumulative_counts
+from agent.cli.main import main
+from agent.sim import EngineServer, Traffic
+from agent.sim.traffic import cumulative_counts
 
 MODEL, OTHER = "llama-8b", "qwen-7b"
 V1 = ("vllm-0.8.5", "vllm-0.10", "vllm-0.33")

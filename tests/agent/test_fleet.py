@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.app import App
-from agent.config import load_config
-from agent.db import open_database, upgrade_database
-from agent.leader import AlwaysLeader, leadership_for
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.daemon.leader import AlwaysLeader, leadership_for
+from agent.storage.db import open_database, upgrade_database
 from collectors.base import Sample
 from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401

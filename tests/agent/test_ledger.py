@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from agent.ledger import Allocation, Observation, PriceAt, Usage, meter, shares
-from agent.ratecard import GpuPrice, Rate, RateCard
+from agent.config.rates import Rate
+from agent.cost.ledger import Allocation, Observation, PriceAt, Usage, meter, shares
+from agent.cost.ratecard import GpuPrice, RateCard
 
 T = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)  # a minute boundary
 MINUTE = 60

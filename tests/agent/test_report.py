@@ -19,13 +19,12 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from agent.billing import save_records
-from agent.config import BudgetConfig, Config, CostConfig
-from agent.cost import summarize
-from agent.db import open_database, upgrade_database
-from agent.report import build_report
-from agent.report_model import Period, Report
-from agent.report_period import (
+from agent.config.settings import BudgetConfig, Config, CostConfig
+from agent.cost.billing import save_records
+from agent.cost.summarize import summarize
+from agent.reporting.build import build_report
+from agent.reporting.model import Period, Report
+from agent.reporting.period import (
     last_month_period,
     last_week_period,
     local_days,
@@ -34,11 +33,12 @@ from agent.report_period import (
     range_period,
     week_period,
 )
-from agent.report_render import render
+from agent.reporting.render import render
+from agent.storage.db import open_database, upgrade_database
 from alerts.rules import DEFAULT_RULES
 from collectors.billing.base import CostKind, CostRecord
 from tests.agent import report_month as M
-from tests.agent.test_report_render import PARSERS, figures_from_json
+from tests.agent.report_parsers import PARSERS, figures_from_json
 from tests.conftest import _admin_url
 
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)  # the report is made after the month

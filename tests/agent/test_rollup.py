@@ -1,131 +1,39 @@
 """The rollup job against real databases: exact minute rows, hour rows made of them, restarts
-from the watermark, restart-safe counter increases, retention per host, and the cost summary
-reading hour and minute rows without counting anything twice."""
+from the watermark, and retention per host."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, delete, func, select
 
-from agent.cost import summarize
-from agent.db import open_database, upgrade_database
-from agent.ratecard import Rate, RateCard
-from agent.rollup import Rollup, RollupResult
-from agent.runner import CollectorRunner
-from agent.store import Store
-from collectors.base import CollectError, Sample
-from migrations.schema import (
-    collector_runs,
-    gpu_allocations,
-    gpu_usage,
-    rollup_state,
-    rollups,
-    samples,
-    series,
+from agent.storage.db import open_database, upgrade_database
+from agent.storage.rollup import RollupResult
+from migrations.schema import collector_runs, rollup_state, samples, series
+from tests.agent.rollup_helpers import (
+    ENERGY,
+    HOST,
+    HOUR,
+    TOKENS,
+    UTIL,
+    Box,
+    GiB,
+    Gpu,
+    T,
+    allocation_rows,
+    alternating,
+    at,
+    rollup,
+    run_ticks,
+    series_rows,
+    snapshot,
+    two_targets,
+    usage_rows,
+    watermarks,
 )
-
-T = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)  # an hour boundary
-HOST = "box"
-GPU = "GPU-00000000-0000-0000-0000-00000000aaaa"
-GiB = 2**30
-# 3.60 USD an hour is exactly 0.001 USD a second: every expected cost below is exact.
-CARD = RateCard((Rate(usd_per_hour=Decimal("3.60")),))
-TOKENS = "gpuwatch_engine_generation_tokens_total"
-UTIL = "gpuwatch_gpu_utilization_ratio"
-ENERGY = "gpuwatch_gpu_energy_joules_total"
-MINUTE, HOUR = 60, 3600
-
-
-def at(seconds: float) -> datetime:
-    return T + timedelta(seconds=seconds)
-
-
-# -- the outside world, scripted ------------------------------------------------------------
-
-
-@dataclass
-class Gpu:
-    """NVML, scripted: one GPU's info, utilisation, energy and per-target memory."""
-
-    host: str = HOST
-    uuid: str = GPU
-    index: str = "0"
-    utilization: float = 0.5
-    energy: float = 1000.0
-    memory: dict[str, float] = field(default_factory=dict)  # target -> bytes
-    name: str = "nvml"
-
-    def collect(self, now: datetime) -> Iterable[Sample]:
-        labels = {"host": self.host, "gpu_uuid": self.uuid, "gpu_index": self.index}
-        out = [
-            Sample(metric="gpuwatch_gpu_info", value=1.0, labels=labels, ts=now),
-            Sample(metric=UTIL, value=self.utilization, labels=labels, ts=now),
-            Sample(metric=ENERGY, value=self.energy, labels=labels, ts=now),
-        ]
-        out += [
-            Sample(metric="gpuwatch_target_gpu_memory_bytes", value=bytes_, ts=now,
-                   labels={**labels, "target": target})
-            for target, bytes_ in self.memory.items()
-        ]  # fmt: skip
-        return out
-
-
-@dataclass
-class EngineScrape:
-    """A serving target's /metrics, scripted: generation tokens per model (absent: no child
-    yet) and, where the engine exposes them, the counters' ``_created`` timestamps."""
-
-    target: str
-    host: str = HOST
-    tokens: dict[str, float] = field(default_factory=dict)  # model -> counter value
-    created: dict[str, float] = field(default_factory=dict)  # model -> creation timestamp
-    down: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"scrape:{self.target}"
-
-    def labels(self, model: str) -> dict[str, str]:
-        return {"host": self.host, "target": self.target, "engine": "vllm", "model": model}
-
-    def collect(self, now: datetime) -> Iterable[Sample]:
-        if self.down:
-            raise CollectError("connection refused")
-        out = [
-            Sample(metric=TOKENS, value=v, labels=self.labels(m), ts=now)
-            for m, v in self.tokens.items()
-        ]
-        out += [
-            Sample(metric="gpuwatch_engine_generation_tokens_created", value=v, ts=now,
-                   labels=self.labels(m))
-            for m, v in self.created.items()
-        ]  # fmt: skip
-        return out
-
-
-@dataclass
-class Box:
-    """One host's daemon, minus the clock: collect a round and store it, at a given instant."""
-
-    db: Engine
-    collectors: list[Any]
-    host: str = HOST
-    runner: CollectorRunner = field(init=False)
-    store: Store = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.runner = CollectorRunner(self.host, self.collectors, timer=lambda: 0.0)
-        self.store = Store(self.db, self.host)
-
-    def tick(self, now: datetime) -> None:
-        self.store.write_round(self.runner.run(now))
 
 
 @pytest.fixture
@@ -134,118 +42,6 @@ def db(db_url: str) -> Iterator[Engine]:
     engine = open_database(db_url)
     yield engine
     engine.dispose()
-
-
-def rollup(db: Engine, interval: float = 10, host: str = HOST, **kwargs: Any) -> Rollup:
-    return Rollup(db, host, CARD, interval_seconds=interval, **kwargs)
-
-
-# -- reading the tables back ----------------------------------------------------------------
-
-Row = dict[str, Any]
-
-
-def series_rows(
-    db: Engine,
-    metric: str,
-    resolution: int = MINUTE,
-    *,
-    model: str | None = None,
-    target: str | None = None,
-) -> dict[datetime, Row]:
-    """The rollup rows of this host's one series of ``metric`` (of that model and target, when
-    given), by bucket start."""
-    labels = {k: v for k, v in (("model", model), ("target", target)) if v is not None}
-    query = (
-        select(rollups, series.c.labels)
-        .join(series, series.c.id == rollups.c.series_id)
-        .where(series.c.metric == metric, series.c.host == HOST)
-        .where(rollups.c.resolution == resolution)
-        .order_by(rollups.c.start)
-    )
-    with db.connect() as conn:
-        found = [
-            r for r in conn.execute(query).mappings()
-            if labels.items() <= json.loads(r["labels"]).items()
-        ]  # fmt: skip
-    assert len({r["series_id"] for r in found}) <= 1, "labels match more than one series"
-    keep = ("count", "sum", "min", "max", "last", "increase")
-    return {r["start"]: {k: r[k] for k in keep} for r in found}
-
-
-def usage_rows(db: Engine, resolution: int = MINUTE, host: str = HOST) -> dict[datetime, Row]:
-    query = (
-        select(gpu_usage)
-        .where(gpu_usage.c.host == host, gpu_usage.c.resolution == resolution)
-        .order_by(gpu_usage.c.start)
-    )
-    keep = ("observed_seconds", "busy_seconds", "energy_joules", "cost_usd", "idle_cost_usd")
-    with db.connect() as conn:
-        return {r["start"]: {k: r[k] for k in keep} for r in conn.execute(query).mappings()}
-
-
-def allocation_rows(
-    db: Engine, resolution: int = MINUTE, host: str = HOST
-) -> dict[tuple[datetime, str], Row]:
-    query = (
-        select(gpu_allocations)
-        .where(gpu_allocations.c.host == host, gpu_allocations.c.resolution == resolution)
-        .order_by(gpu_allocations.c.start, gpu_allocations.c.target)
-    )
-    keep = ("seconds", "busy_seconds", "cost_usd")
-    with db.connect() as conn:
-        return {
-            (r["start"], r["target"]): {k: r[k] for k in keep}
-            for r in conn.execute(query).mappings()
-        }
-
-
-Snapshot = dict[str, list[tuple[Any, ...]]]
-
-
-def snapshot(db: Engine, host: str | None = None) -> Snapshot:
-    """Everything the rollup job writes (and the raw data it trims), optionally of one host."""
-    host_series = select(series.c.id).where(series.c.host == host)
-    out: Snapshot = {}
-    with db.connect() as conn:
-        for table in (samples, rollups):
-            query = select(table)
-            if host is not None:
-                query = query.where(table.c.series_id.in_(host_series))
-            out[table.name] = sorted(tuple(r) for r in conn.execute(query))
-        for table in (gpu_usage, gpu_allocations, rollup_state, collector_runs):
-            query = select(table)
-            if host is not None:
-                query = query.where(table.c.host == host)
-            out[table.name] = sorted(tuple(r) for r in conn.execute(query))
-    return out
-
-
-def watermarks(db: Engine, host: str = HOST) -> dict[str, datetime]:
-    query = select(rollup_state.c.job, rollup_state.c.watermark).where(rollup_state.c.host == host)
-    with db.connect() as conn:
-        return {job: mark for job, mark in conn.execute(query)}
-
-
-def alternating(i: int) -> float:
-    """Utilisation at tick i: 25 % on odd ticks, 75 % on even ones."""
-    return 0.25 if i % 2 else 0.75
-
-
-def two_targets(db: Engine) -> tuple[Box, Gpu, EngineScrape]:
-    """A GPU shared 3:1 by memory between targets a and b; a serves model llama."""
-    gpu = Gpu(memory={"a": 3.0 * GiB, "b": 1.0 * GiB})
-    scrape = EngineScrape("a")
-    return Box(db, [gpu, scrape]), gpu, scrape
-
-
-def run_ticks(box: Box, gpu: Gpu, scrape: EngineScrape, ticks: range, step: int = 10) -> None:
-    """Tick i at T + i * step: alternating utilisation, 100 J and 10 tokens a tick."""
-    for i in ticks:
-        gpu.utilization = alternating(i)
-        gpu.energy = 1000.0 + 100.0 * i
-        scrape.tokens = {"llama": 100.0 + 10.0 * (i - 1)}
-        box.tick(at(i * step))
 
 
 # -- minute rows -----------------------------------------------------------------------------
@@ -406,103 +202,6 @@ def test_hour_rows_are_the_sum_of_their_sixty_minute_rows(db: Engine) -> None:
     assert (tokens["count"], tokens["min"], tokens["last"]) == (180, 5.0, 895.0)
 
 
-# -- counters: resets, _created and late children ---------------------------------------------
-
-
-def counter_minute(db: Engine, values: list[float], created: list[float] | None = None) -> Row:
-    """Minute T's row of a counter sampled at T+10 .. T+60 with these values."""
-    gpu, scrape = Gpu(), EngineScrape("a")
-    box = Box(db, [gpu, scrape])
-    for i, value in enumerate(values, start=1):
-        scrape.tokens = {"llama": value}
-        if created is not None:
-            scrape.created = {"llama": created[i - 1]}
-        box.tick(at(10 * i))
-    rollup(db).run(at(60))
-    return series_rows(db, TOKENS, model="llama")[T]
-
-
-def test_a_counter_reset_inside_a_bucket_counts_the_value_after_it(db: Engine) -> None:
-    row = counter_minute(db, [100.0, 110.0, 120.0, 5.0, 15.0, 25.0])
-    assert row["increase"] == 10 + 10 + 5 + 10 + 10
-
-
-def test_a_new_created_timestamp_is_a_restart_even_when_the_value_went_up(db: Engine) -> None:
-    # Restarted between T+30 and T+40, and it had produced 130 tokens by the next scrape.
-    row = counter_minute(
-        db,
-        [100.0, 110.0, 120.0, 130.0, 140.0, 150.0],
-        created=[1000.0, 1000.0, 1000.0, 2000.0, 2000.0, 2000.0],
-    )
-    assert row["increase"] == 10 + 10 + 130 + 10 + 10
-
-
-def test_an_unchanged_created_timestamp_is_no_restart(db: Engine) -> None:
-    row = counter_minute(db, [100.0, 110.0, 120.0, 130.0, 140.0, 150.0], created=[1000.0] * 6)
-    assert row["increase"] == 50.0
-
-
-def late_child(db: Engine) -> Box:
-    """Targets a and b serve model m2 from T+30 on. a was scraped fine before that; b's
-    earlier scrapes failed (gpuwatch cannot know what b's counter had counted meanwhile)."""
-    a, b = EngineScrape("a"), EngineScrape("b")
-    box = Box(db, [Gpu(), a, b])
-    values = {3: 7.0, 4: 9.0, 5: 12.0, 6: 20.0}
-    for i in range(1, 7):
-        b.down = i < 3
-        if i in values:
-            a.tokens = b.tokens = {"m2": values[i]}
-        box.tick(at(10 * i))
-    rollup(db).run(at(60))
-    return box
-
-
-def test_a_counter_child_first_seen_after_a_good_scrape_counts_from_zero(db: Engine) -> None:
-    late_child(db)
-    # a's scrape at T+20 was good and had no m2 child: everything since counts.
-    assert series_rows(db, TOKENS, target="a", model="m2")[T]["increase"] == 20.0
-    # b was never scraped successfully before: its first value is only a baseline.
-    assert series_rows(db, TOKENS, target="b", model="m2")[T]["increase"] == 13.0
-
-
-def test_a_late_counter_child_aggregates_only_its_stored_samples(db: Engine) -> None:
-    late_child(db)
-    row = series_rows(db, TOKENS, target="a", model="m2")[T]
-    # Stored: 7, 9, 12, 20 at T+30 .. T+60.
-    assert (row["count"], row["sum"], row["min"], row["max"], row["last"]) == (
-        4,
-        48.0,
-        7.0,
-        20.0,
-        20.0,
-    )
-
-
-def test_a_rebuild_after_a_late_counter_child_reproduces_the_incremental_rows(
-    db: Engine,
-) -> None:
-    scrape = EngineScrape("a")
-    box = Box(db, [Gpu(), scrape])
-    for i in range(1, 13):  # T+10 .. T+120: good scrapes, no m2 child yet
-        box.tick(at(10 * i))
-    rollup(db).run(at(120))
-    for i, value in zip(range(13, 19), (7.0, 9.0, 12.0, 20.0, 21.0, 22.0), strict=True):
-        scrape.tokens = {"m2": value}
-        box.tick(at(10 * i))
-    rollup(db).run(at(180))
-    assert series_rows(db, TOKENS, model="m2") == {
-        at(120): {"count": 6, "sum": 91.0, "min": 7.0, "max": 22.0, "last": 22.0,
-                  "increase": 22.0},
-    }  # fmt: skip
-    incremental = snapshot(db)
-
-    with db.begin() as conn:
-        conn.execute(delete(rollup_state).where(rollup_state.c.host == HOST))
-    rollup(db).run(at(180))
-
-    assert snapshot(db) == incremental
-
-
 # -- retention ---------------------------------------------------------------------------------
 
 
@@ -541,79 +240,3 @@ def test_retention_trims_this_hosts_data_only(db: Engine) -> None:
     assert list(series_rows(db, UTIL, HOUR)) == [at(3600)]
     # The other host's daemon keeps its own data for as long as it decides.
     assert snapshot(db, "other") == other
-
-
-# -- the cost summary over hour and minute rows -----------------------------------------------
-
-
-def test_summary_over_hours_and_trailing_minutes_counts_nothing_twice(db: Engine) -> None:
-    gpu = Gpu(memory={"a": 3.0 * GiB, "b": 1.0 * GiB})
-    a, b = EngineScrape("a"), EngineScrape("b")
-    box = Box(db, [gpu, a, b])
-    job = rollup(db, interval=20)
-    for i in range(1, 196):  # every 20 s from T+20 to T+3900
-        gpu.utilization = alternating(i)
-        a.tokens = {"llama": 100.0 * i}
-        b.tokens = {"qwen": 30.0 * i}
-        box.tick(at(20 * i))
-        if i % 3 == 0:
-            job.run(at(20 * i))
-    end = at(3900)  # one whole hour and five minutes
-
-    both = summarize(db, T, end)
-
-    with db.begin() as conn:  # as if the hour rollup had never run
-        for table in (rollups, gpu_usage, gpu_allocations):
-            conn.execute(delete(table).where(table.c.resolution == HOUR))
-        conn.execute(delete(rollup_state).where(rollup_state.c.job == "hour"))
-    minutes_only = summarize(db, T, end)
-    assert both == minutes_only
-
-    assert both.gpu_seconds == 3880.0  # from the first tick at T+20
-    assert both.fleet.cost_usd == Decimal("3.88")
-    assert both.allocated_seconds == 3880.0
-    by_model = {m.name: m for m in both.models}
-    assert by_model["llama"].useful_tokens == 100.0 * 194  # the first tick is a baseline
-    assert by_model["qwen"].useful_tokens == 30.0 * 194
-    assert by_model["llama"].cost_usd == Decimal("2.91")  # 3/4 of the GPU's memory
-    assert by_model["qwen"].cost_usd == Decimal("0.97")
-
-
-def test_summary_reads_whole_hours_from_hour_rows(db: Engine) -> None:
-    box, gpu, scrape = two_targets(db)
-    job = rollup(db, interval=20)
-    for i in range(1, 196):
-        gpu.utilization = alternating(i)
-        gpu.energy = 1000.0 + 100.0 * i
-        scrape.tokens = {"llama": 100.0 + 10.0 * (i - 1)}
-        box.tick(at(20 * i))
-        if i % 3 == 0:
-            job.run(at(20 * i))
-    end = at(3900)
-    both = summarize(db, T, end)
-
-    # Without the minute rows of the whole hour the summary is the same: it used the hour row.
-    with db.begin() as conn:
-        for table in (rollups, gpu_usage, gpu_allocations):
-            conn.execute(
-                delete(table).where(table.c.resolution == MINUTE, table.c.start < at(3600))
-            )
-    assert summarize(db, T, end) == both
-    assert both.busy_seconds == 1940.0
-    assert both.idle_cost_usd == Decimal("1.94")
-
-
-def test_ticks_off_minute_bounds_meter_every_second_with_a_rollup_each_minute(db: Engine) -> None:
-    # The daemon's real rhythm: a tick every 10 s, 5 s past the bounds, and a rollup each minute
-    # that runs between ticks. An interval straddling a minute's end is metered once its
-    # closing tick is stored, never lost to the run that saw only its opening tick.
-    box = Box(db, [Gpu(memory={"a": 1.0})])
-    job = rollup(db, interval=10)
-    for k in range(19):  # ticks at T+5 .. T+185
-        box.tick(at(5 + 10 * k))
-        if k % 6 == 5:
-            job.run(at(5 + 10 * k + 2))  # between two ticks, like the daemon's minute job
-    job.run(at(200))
-    usage = usage_rows(db)
-    assert [u["observed_seconds"] for u in usage.values()] == [55.0, 60.0, 60.0]
-    assert sum(u["cost_usd"] for u in usage.values()) == Decimal("0.175")  # 175 s at 0.001/s

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.runner import CollectorRunner
+from agent.collect.runner import CollectorRunner
 from collectors.base import CollectError, NoData, Sample
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -57,7 +57,7 @@ def test_failure_is_logged_once_and_recovery_once(caplog: pytest.LogCaptureFixtu
     runner = CollectorRunner("h", [source])
     runner.run(T0)
     source.outcome = CollectError("NVIDIA driver not loaded")
-    with caplog.at_level(logging.INFO, logger="agent.runner"):
+    with caplog.at_level(logging.INFO, logger="agent.collect.runner"):
         for i in range(1, 4):
             round_ = runner.run(T0 + timedelta(seconds=10 * i))
         # Blind, but the last success is still reported: alerts can tell how long.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.app import App
-from agent.config import load_config
-from agent.enginesim import EngineServer, Traffic
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.sim import EngineServer, Traffic
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -66,7 +66,7 @@ def test_a_broken_target_is_down_stores_nothing_and_spares_the_others(
     bad.mode = mode
     app = app_for(tmp_path, good, bad, {"BAD_TOKEN": "s3cret-token"})
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="agent.runner"):
+    with caplog.at_level(logging.ERROR, logger="agent.collect.runner"):
         round_ = app.tick(NOW)
     took = time.monotonic() - started
     (line,) = [r.getMessage() for r in caplog.records]
@@ -96,7 +96,7 @@ def test_the_bearer_token_is_sent_and_a_refusal_is_explained(
     app.close()
 
     app = app_for(tmp_path, good, bad, {"BAD_TOKEN": "wrong-token"})
-    with caplog.at_level(logging.ERROR, logger="agent.runner"):
+    with caplog.at_level(logging.ERROR, logger="agent.collect.runner"):
         app.tick(NOW.replace(minute=1))
     (line,) = [r.getMessage() for r in caplog.records]
     assert "HTTP 401" in line and "wrong-token" not in line

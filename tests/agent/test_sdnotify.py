@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sdnotify import SdNotifier, watchdog_interval_seconds
+from agent.daemon.sdnotify import SdNotifier, watchdog_interval_seconds
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_without_usable_socket_everything_is_a_noop(env: dict[str, str]) -> None
 def test_send_failure_never_raises_and_logs_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="agent.sdnotify")
+    caplog.set_level(logging.DEBUG, logger="agent.daemon.sdnotify")
     with SdNotifier.from_env({"NOTIFY_SOCKET": str(tmp_path / "nobody-listens")}) as notifier:
         assert notifier.enabled
         assert not notifier.ready()

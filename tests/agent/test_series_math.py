@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.series_math import (
+from agent.storage.series_math import (
     HistogramPoint,
     Point,
     Segment,

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError
 
-from agent.db import open_database, upgrade_database
-from agent.runner import CollectorRunner
-from agent.store import Store
+from agent.collect.runner import CollectorRunner
+from agent.storage.db import open_database, upgrade_database
+from agent.storage.store import Store
 from collectors.base import CollectError, Sample
 from migrations.runner import SchemaError, head_revision
 
@@ -128,15 +128,15 @@ def test_two_daemons_share_series_rows_without_conflict(db_url: str) -> None:
 def test_a_database_outage_keeps_ticking_logs_once_and_recovers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from agent.app import App
-    from agent.config import load_config
+    from agent.config.settings import load_config
+    from agent.daemon.app import App
     from migrations.schema import samples as samples_table
 
     config = load_config(None, {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gw.db'}"})
     app = App.open(config, collectors=[Scripted("nvml", {"gpuwatch_gpu_power_watts": 99.0})])
     with app.engine.begin() as conn:
         conn.execute(text("DROP TABLE samples"))  # the store breaks under the daemon
-    with caplog.at_level("INFO", logger="agent.app"):
+    with caplog.at_level("INFO", logger="agent.daemon.app"):
         rounds = [app.tick(T0 + timedelta(seconds=10 * i)) for i in range(3)]
         samples_table.create(app.engine)
         app.tick(T0 + timedelta(seconds=30))

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from agent.db import create_engine
+from agent.storage.db import create_engine
 from migrations.runner import (
     SchemaError,
     alembic_config,

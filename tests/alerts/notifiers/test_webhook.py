@@ -20,7 +20,6 @@ from alerts.notify import (
     NotifyError,
     SendResult,
     classify_status,
-    parse_retry_after,
     redact,
     status_result,
 )
@@ -151,14 +150,6 @@ def test_retry_after_is_read_as_seconds_or_date(loopback: Loopback) -> None:
 
     assert (first.retryable, first.retry_after_seconds) == (True, 3.0)
     assert (second.retryable, second.retry_after_seconds) == (True, 90.0)
-
-
-@pytest.mark.parametrize(
-    ("value", "seconds"),
-    [(None, None), ("", None), ("soon", None), ("-5", 0.0), ("1.5", 1.5), ("nan", None)],
-)
-def test_parse_retry_after_edge_cases(value: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(value, NOW) == seconds
 
 
 def test_a_timeout_is_retryable(loopback: Loopback) -> None:

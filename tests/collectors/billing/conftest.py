@@ -165,10 +165,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class TopRandom(random.Random):
-    """Full jitter made predictable: always the top of the range."""
+    """Jitter made predictable: always the top of the range (a real draw only approaches 1),
+    so each backoff wait is its whole step: 1 s, 2 s, 4 s..."""
 
-    def uniform(self, a: float, b: float) -> float:
-        return b
+    def random(self) -> float:
+        return 1.0
 
 
 class FakeClock:

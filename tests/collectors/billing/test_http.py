@@ -27,6 +27,13 @@ from tests.collectors.billing.conftest import (
 OK = Reply(200, {"ok": True})
 
 
+class BottomRandom(random.Random):
+    """The bottom of every jitter range: each wait is half its step."""
+
+    def random(self) -> float:
+        return 0.0
+
+
 def assert_no_token(caplog: pytest.LogCaptureFixture, *texts: str) -> None:
     for text in texts:
         assert TOKEN not in text
@@ -99,6 +106,22 @@ def test_429_without_retry_after_backs_off_exponentially(
     assert clock.sleeps == [1.0, 2.0]  # the top of each jitter range
 
 
+def test_429_asking_for_less_than_the_backoff_waits_the_backoff(
+    server: FakeApi, make_api: MakeApi, clock: FakeClock
+) -> None:
+    server.answer("/x", Reply(429, None, {"Retry-After": "0"}), Reply(429, None), OK)
+    assert make_api().get_json("/x") == {"ok": True}
+    assert clock.sleeps == [1.0, 2.0]
+
+
+def test_backoff_waits_at_least_half_of_each_step(
+    server: FakeApi, make_api: MakeApi, clock: FakeClock
+) -> None:
+    server.answer("/x", Reply(500, None), Reply(500, None), Reply(500, None), OK)
+    assert make_api(rng=BottomRandom()).get_json("/x") == {"ok": True}
+    assert clock.sleeps == [0.5, 1.0, 2.0]
+
+
 def test_429_asking_for_too_long_a_wait_fails_now(
     server: FakeApi, make_api: MakeApi, clock: FakeClock
 ) -> None:
@@ -108,14 +131,15 @@ def test_429_asking_for_too_long_a_wait_fails_now(
     assert clock.sleeps == []
 
 
-def test_5xx_twice_then_success_with_full_jitter(
+def test_5xx_twice_then_success_with_equal_jitter(
     server: FakeApi, make_api: MakeApi, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     server.answer("/x", Reply(500, None), Reply(503, None), OK)
     assert make_api(rng=random.Random(7)).get_json("/x") == {"ok": True}
     expected = random.Random(7)
-    assert clock.sleeps == [expected.uniform(0, 1.0), expected.uniform(0, 2.0)]
+    # Half of each step (1 s, then 2 s) fixed, the other half random.
+    assert clock.sleeps == [0.5 * (1 + expected.random()), 1.0 * (1 + expected.random())]
     assert [r.levelname for r in caplog.records if r.name == "collectors.billing.http"] == [
         "WARNING",
         "WARNING",

@@ -1,0 +1,201 @@
+"""`gpuwatch alerts` and `gpuwatch silence add|list|expire`, over the shared store.
+
+Alerts are listed for every host in the database (a shared PostgreSQL shows the fleet);
+silences are fleet-wide too, as in Alertmanager: one `silence add` on any box mutes the
+matching alerts wherever they are evaluated, from the next evaluation on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent.alerting import store as alert_store
+from agent.config.settings import Config
+from agent.storage.db import open_database
+from alerts.duration import DurationError, format_duration, parse_duration
+from alerts.model import AlertState, State
+from alerts.silence import Silence, SilenceState, parse_matcher
+from collectors.base import GpuwatchError
+
+_SHOWN = (State.FIRING, State.PENDING)
+
+
+class CliError(GpuwatchError):
+    """A command-line argument that cannot be used; the message names it."""
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    alerts = sub.add_parser("alerts", help="what is firing and pending, on every host")
+    alerts.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+    alerts.add_argument("--json", action="store_true", help="one JSON object")
+    silence = sub.add_parser("silence", help="mute matching alerts for a while")
+    actions = silence.add_subparsers(dest="silence_command", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add a silence")
+    add.add_argument(
+        "--match",
+        action="append",
+        required=True,
+        metavar="MATCHER",
+        help='label matcher: k=v, k!=v, k=~regex or k!~regex (repeatable; "alertname" is the rule)',
+    )
+    add.add_argument("--duration", required=True, help='how long, e.g. "2h" or "30m"')
+    add.add_argument("--comment", required=True, help="why (shown in `silence list`)")
+    add.add_argument("--author", default=None, help="default: the current user")
+    listing = actions.add_parser("list", help="active and pending silences")
+    listing.add_argument("--all", action="store_true", help="expired ones too")
+    listing.add_argument("--json", action="store_true", help="one JSON object")
+    expire = actions.add_parser("expire", help="end a silence now")
+    expire.add_argument("id", metavar="ID")
+    for parser in (add, listing, expire):
+        parser.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+
+
+# -- gpuwatch alerts -------------------------------------------------------------------------
+
+
+def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    engine = open_database(config.database_url)
+    try:
+        with engine.connect() as conn:
+            scoped = alert_store.all_states(conn)
+            undelivered = alert_store.outbox_rows(conn, status=alert_store.PENDING)
+    finally:
+        engine.dispose()
+    shown = [(scope, s) for scope, s in scoped if s.state in _SHOWN]
+    shown.sort(key=lambda item: (item[1].state is not State.FIRING, item[1].key))
+    if args.json:
+        body = {
+            "alerts": [_alert_json(scope, s, now) for scope, s in shown],
+            "undelivered_notifications": len(undelivered),
+        }
+        print(json.dumps(body, indent=2))
+        return 0
+    print("\n".join(_alert_table(shown, now, len(undelivered))))
+    return 0
+
+
+def _alert_json(scope: str, state: AlertState, now: datetime) -> dict[str, Any]:
+    since = state.fired_at if state.state is State.FIRING else state.active_at
+    return {
+        "rule": state.key.rule,
+        "state": state.state.value,
+        "severity": state.severity.value,
+        "labels": state.key.label_map(),
+        "scope": scope,
+        "active_at": _iso(state.active_at),
+        "fired_at": _iso(state.fired_at),
+        "for_seconds": (now - since).total_seconds() if since else None,
+        "value": state.value,
+        "summary": state.annotations.get("summary"),
+    }
+
+
+def _alert_table(shown: Sequence[tuple[str, AlertState]], now: datetime, waiting: int) -> list[str]:
+    if not shown:
+        lines = ["No alerts firing or pending."]
+    else:
+        lines = [f"{'STATE':<8} {'SEVERITY':<9} {'FOR':>8}  {'RULE':<20} SUMMARY"]
+        for _, s in shown:
+            since = s.fired_at if s.state is State.FIRING else s.active_at
+            age = format_duration(round((now - since).total_seconds())) if since else "?"
+            summary = s.annotations.get("summary") or _labels(s)
+            lines.append(
+                f"{s.state.value:<8} {s.severity.value:<9} {age:>8}  {s.key.rule:<20} {summary}"
+            )
+    if waiting:
+        lines.append(f"{waiting} notification(s) waiting to be delivered (retrying).")
+    return lines
+
+
+def _labels(state: AlertState) -> str:
+    return ", ".join(f"{k}={v}" for k, v in state.key.labels)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+# -- gpuwatch silence ------------------------------------------------------------------------
+
+
+def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    action = {"add": _add, "list": _list, "expire": _expire}[args.silence_command]
+    engine = open_database(config.database_url)
+    try:
+        with engine.begin() as conn:
+            return action(args, conn, now)
+    finally:
+        engine.dispose()
+
+
+def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    try:
+        matchers = [parse_matcher(m) for m in args.match]
+    except ValueError as exc:
+        raise CliError(f"--match: {exc}") from None
+    try:
+        seconds = parse_duration(args.duration)
+    except DurationError as exc:
+        raise CliError(f"--duration: {exc}") from None
+    author = args.author or getpass.getuser()
+    try:
+        silence = Silence.starting(
+            secrets.token_hex(8), matchers, now, timedelta(seconds=seconds), author, args.comment
+        )
+    except ValueError as exc:
+        raise CliError(f"silence add: {exc}") from None
+    alert_store.add_silence(conn, silence, now)
+    print(silence.id)
+    return 0
+
+
+def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    found = alert_store.load_silences(conn)
+    if not args.all:
+        found = [s for s in found if s.state(now) is not SilenceState.EXPIRED]
+    if args.json:
+        print(json.dumps({"silences": [_silence_json(s, now) for s in found]}, indent=2))
+        return 0
+    if not found:
+        print("No silences." if args.all else "No active or pending silences.")
+        return 0
+    print(f"{'ID':<16} {'STATE':<8} {'ENDS':<25} {'BY':<12} MATCHERS / COMMENT")
+    for s in found:
+        matchers = " ".join(str(m) for m in s.matchers)
+        print(
+            f"{s.id:<16} {s.state(now).value:<8} {s.ends_at.isoformat():<25} {s.created_by:<12}"
+            f" {matchers}  # {s.comment}"
+        )
+    return 0
+
+
+def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "state": s.state(now).value,
+        "matchers": [str(m) for m in s.matchers],
+        "starts_at": s.starts_at.isoformat(),
+        "ends_at": s.ends_at.isoformat(),
+        "created_by": s.created_by,
+        "comment": s.comment,
+    }
+
+
+def _expire(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    found = {s.id: s for s in alert_store.load_silences(conn)}
+    silence = found.get(args.id)
+    if silence is None:
+        raise CliError(f"silence expire: no silence with id {args.id!r} (see `silence list`)")
+    try:
+        ended = silence.expire(now)
+    except ValueError as exc:
+        raise CliError(f"silence expire: {exc}") from None
+    alert_store.save_silence_end(conn, ended)
+    print(f"silence {silence.id} expired")
+    return 0

@@ -1,0 +1,190 @@
+"""`gpuwatch cost` and `gpuwatch import focus`: the cost engine's answers on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from agent.config.settings import Config
+from agent.cost.billing import Reconciliation, reconcile, save_records
+from agent.cost.breakeven import Workload
+from agent.cost.summarize import Line, Summary, summarize
+from agent.storage.db import open_database
+from alerts.duration import DurationError, parse_duration
+from collectors.base import GpuwatchError
+from collectors.billing.focus import (
+    FocusFile,
+    burn_rate_per_hour,
+    month_to_date_billed,
+    read_focus,
+    to_cost_records,
+)
+
+FOCUS_SOURCE = "focus"
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cost = sub.add_parser("cost", help="cost per million useful tokens, idle cost, reconciliation")
+    cost.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+    cost.add_argument("--window", default="30d", help='how far back, e.g. "1h", "7d" (default 30d)')
+    cost.add_argument("--json", action="store_true", help="one JSON object")
+    imp = sub.add_parser("import", help="import billing exports")
+    kinds = imp.add_subparsers(dest="import_kind", required=True, metavar="KIND")
+    focus = kinds.add_parser("focus", help="FOCUS cost and usage exports (CSV or CSV.gz)")
+    focus.add_argument("files", nargs="+", metavar="FILE", type=Path)
+    focus.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+
+
+def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    try:
+        window = timedelta(seconds=parse_duration(args.window))
+    except DurationError as exc:
+        raise DurationError(f"--window: {exc}") from None
+    start, end = _minute(now - window), _minute(now)
+    engine = open_database(config.database_url)
+    try:
+        summary = summarize(engine, start, end, useful=config.cost.useful_tokens)
+        recon = reconcile(engine, summary.fleet.cost_usd, start, end)
+    finally:
+        engine.dispose()
+    if args.json:
+        print(json.dumps(_as_json(summary, recon), indent=2))
+    else:
+        print("\n".join(_table(summary, recon, args.window)))
+    return 0
+
+
+def _minute(ts: datetime) -> datetime:
+    return ts.replace(second=0, microsecond=0)
+
+
+def _per_million(line: Line) -> str:
+    value = line.usd_per_million_tokens
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+def _table(s: Summary, r: Reconciliation, window: str) -> list[str]:
+    hours = s.gpu_seconds / 3600
+    lines = [
+        f"gpuwatch cost, last {window} ({s.start:%Y-%m-%d %H:%M} to {s.end:%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"{'':24}{'cost USD':>14}{'useful tokens':>16}{'USD / M useful':>16}{'total tokens':>16}",
+    ]
+    for label, rows in (("fleet", [s.fleet]), ("model", s.models), ("host", s.hosts)):
+        for line in rows:
+            name = line.name if label == "fleet" else f"{label} {line.name}"
+            lines.append(f"{name[:24]:24}{line.cost_usd:>14,.2f}{line.useful_tokens:>16,.0f}"
+                         f"{_per_million(line):>16}{line.total_tokens:>16,.0f}")  # fmt: skip
+    busy = s.busy_seconds / 3600
+    lines += [
+        "",
+        f"GPU time   {hours:,.1f} h: busy {busy:,.1f} h, idle but loaded "
+        f"{s.idle_loaded_seconds / 3600:,.1f} h, unallocated {s.unallocated_seconds / 3600:,.1f} h",
+        f"idle cost  ${s.idle_cost_usd:,.2f}",
+        f"billed     ${r.billed_usd:,.2f} against metered ${r.metered_usd:,.2f}: "
+        f"difference ${r.difference_usd:,.2f}" + _ratio(r.difference_ratio),
+    ]
+    return lines
+
+
+def _ratio(value: Decimal | None) -> str:
+    return "" if value is None else f" ({value * 100:+.1f} %)"
+
+
+def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
+    def line(x: Line) -> dict[str, Any]:
+        per = x.usd_per_million_tokens
+        return {
+            "name": x.name,
+            "cost_usd": str(round(x.cost_usd, 6)),
+            "useful_tokens": x.useful_tokens,
+            "output_tokens": x.output_tokens,
+            "total_tokens": x.total_tokens,
+            "cost_per_million_tokens_usd": None if per is None else str(round(per, 6)),
+        }
+
+    return {
+        "period": {"start": s.start.isoformat(), "end": s.end.isoformat()},
+        "fleet": line(s.fleet),
+        "models": [line(m) for m in s.models],
+        "hosts": [line(h) for h in s.hosts],
+        "gpu_hours": s.gpu_seconds / 3600,
+        "busy_gpu_hours": s.busy_seconds / 3600,
+        "idle_loaded_gpu_hours": s.idle_loaded_seconds / 3600,
+        "unallocated_gpu_hours": s.unallocated_seconds / 3600,
+        "idle_cost_usd": str(round(s.idle_cost_usd, 6)),
+        "reconciliation": {"metered_usd": str(round(r.metered_usd, 6)),
+                           "billed_usd": str(round(r.billed_usd, 6)),
+                           "difference_usd": str(round(r.difference_usd, 6)),
+                           "billed_by_source": {k: str(v) for k, v in r.by_source.items()}},
+    }  # fmt: skip
+
+
+def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    """Read every file first (all or nothing), then store them in one transaction."""
+    files = [read_focus(path) for path in args.files]
+    engine = open_database(config.database_url)
+    try:
+        with engine.begin() as conn:
+            stored = sum(save_records(conn, to_cost_records(f, FOCUS_SOURCE), now) for f in files)
+    finally:
+        engine.dispose()
+    for f in files:
+        print(f"{f.path.name}: {len(f.rows)} rows (FOCUS {f.version_guess})")
+    print(f"stored {stored} cost records (re-importing replaces them, never adds)")
+    for line in _focus_totals(files):
+        print(line)
+    return 0
+
+
+def _focus_totals(files: Sequence[FocusFile]) -> list[str]:
+    rows = [row for f in files for row in f.rows]
+    if not rows:
+        return []
+    last = max(row.charge_period_start for row in rows)
+    month = last.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = max(row.charge_period_end for row in rows)
+    mtd = month_to_date_billed(rows, month, end)
+    day_start = max(end - timedelta(days=1), min(row.charge_period_start for row in rows))
+    burn = burn_rate_per_hour(rows, day_start, end) if end > day_start else {}
+    out = [f"month-to-date billed {month:%Y-%m}: " + _money(mtd)]
+    out.append(f"burn rate (effective cost of usage, last 24 h of charges): {_money(burn)}/h")
+    return out
+
+
+def _money(amounts: dict[str, Decimal]) -> str:
+    return (
+        ", ".join(f"{currency} {amount:,.4f}" for currency, amount in sorted(amounts.items()))
+        or "0"
+    )
+
+
+def measured_workload(config: Config, window: str, now: datetime | None = None) -> Workload:
+    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day."""
+    now = now or datetime.now(UTC)
+    seconds = parse_duration(window)
+    start, end = _minute(now - timedelta(seconds=seconds)), _minute(now)
+    engine = open_database(config.database_url)
+    try:
+        s = summarize(engine, start, end, useful=config.cost.useful_tokens)
+    finally:
+        engine.dispose()
+    if s.requests_finished <= 0:
+        raise GpuwatchError(
+            f"no finished requests stored over the last {window}: give --requests-per-day and "
+            "--gpu-seconds-per-request, or let gpuwatch collect first"
+        )
+    days = Decimal(repr(seconds / 86400))
+    requests = Decimal(repr(s.requests_finished))
+    busy = Decimal(repr(s.allocated_busy_seconds))
+    tokens = Decimal(repr(s.fleet.output_tokens))
+    return Workload(
+        requests_per_day=requests / days,
+        gpu_seconds_per_request=busy / requests,
+        tokens_per_request=tokens / requests if tokens else None,
+    )

@@ -1,0 +1,212 @@
+"""The `gpuwatch` command line: a thin layer over the agent; ``main(argv) -> exit code``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from agent import __version__
+from agent.cli import alerts as alerts_cli
+from agent.cli import breakeven as breakeven_cli
+from agent.cli import cost as cost_cli
+from agent.cli import digest as digest_cli
+from agent.cli import report as report_cli
+from agent.cli.cost import measured_workload
+from agent.config.settings import Config, ConfigError, load_config
+from agent.daemon.app import App, utc_now
+from agent.storage.db import create_engine, is_sqlite, sqlite_path
+from collectors.base import GpuwatchError
+from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
+
+log = logging.getLogger("gpuwatch")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuwatch",
+        description="GPU fleet monitoring: telemetry, real cost per million tokens, alerts.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuwatch {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("GPUWATCH_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default: INFO",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the daemon (what systemd starts)")
+    _config_arg(run)
+
+    collect = sub.add_parser("collect", help="one pass of every enabled collector, stored")
+    _config_arg(collect)
+    collect.add_argument(
+        "--once",
+        action="store_true",
+        required=True,
+        help="run a single pass and exit (required; the loop is `gpuwatch run`)",
+    )
+    collect.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per sample: collector, metric, labels, value, ts",
+    )
+
+    check = sub.add_parser("check-config", help="validate the configuration offline")
+    _config_arg(check)
+
+    breakeven_cli.add_parser(sub)
+    cost_cli.add_parsers(sub)
+    alerts_cli.add_parsers(sub)
+    digest_cli.add_parser(sub)
+    report_cli.add_parser(sub)
+
+    db = sub.add_parser("db", help="database schema migrations (Alembic)")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    for name, text in (
+        ("upgrade", "upgrade the schema to this version's head"),
+        ("current", "show the schema revision of the database"),
+    ):
+        _config_arg(db_sub.add_parser(name, help=text))
+    return parser
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="TOML file (default: $GPUWATCH_CONFIG, else /etc/gpuwatch/gpuwatch.toml "
+        "if present, else built-in defaults)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # APScheduler logs every job run at INFO: one line per tick would drown the journal.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
+    handlers = {
+        "run": cmd_run,
+        "collect": cmd_collect,
+        "check-config": cmd_check_config,
+        "db": cmd_db,
+        "breakeven": cmd_breakeven,
+        "cost": cmd_cost,
+        "import": cmd_import,
+        "alerts": lambda a: alerts_cli.run_alerts(a, load_config(a.config), utc_now()),
+        "silence": lambda a: alerts_cli.run_silence(a, load_config(a.config), utc_now()),
+        "digest": lambda a: digest_cli.run(a, load_config(a.config), utc_now()),
+        "report": lambda a: report_cli.run(a, load_config(a.config), utc_now()),
+    }
+    try:
+        return handlers[args.command](args)
+    except ConfigError as exc:
+        print(f"gpuwatch: {exc}", file=sys.stderr)
+        return 2
+    except (SchemaError, GpuwatchError) as exc:
+        print(f"gpuwatch: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent.daemon.service import Daemon  # APScheduler is only needed here
+
+    config = load_config(args.config)
+    return Daemon(args.config, config).serve()
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    app = App.open(load_config(args.config))
+    try:
+        round_ = app.tick(utc_now())
+    finally:
+        app.close()
+    if args.json:
+        for collector, s in round_.tagged_samples():
+            print(
+                json.dumps(
+                    {
+                        "collector": collector,
+                        "metric": s.metric,
+                        "labels": s.labels,
+                        "value": s.value,
+                        "ts": s.ts.isoformat(),
+                    }
+                )
+            )
+    else:
+        for run in round_.runs:
+            state = "ok" if run.success else f"FAILED: {run.error}"
+            took = f"{run.duration_seconds:.3f}s"
+            print(f"{run.collector}: {len(run.samples)} samples in {took}, {state}")
+    failed = [r for r in round_.runs if not r.success]
+    for run in failed:
+        print(f"gpuwatch: collector {run.collector} failed: {run.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_breakeven(args: argparse.Namespace) -> int:
+    config = load_config(getattr(args, "config", None))
+    return breakeven_cli.run(args, measured=lambda window: measured_workload(config, window))
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    return cost_cli.run_cost(args, load_config(args.config), utc_now())
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    return cost_cli.run_import_focus(args, load_config(args.config), utc_now())
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    print(_summary(config))
+    return 0
+
+
+def _summary(config: Config) -> str:
+    collectors = ["nvml"] if config.collectors.nvml.enabled else []
+    listen = config.daemon.metrics_listen or "disabled"
+    return (
+        f"{config.source}: OK (host {config.host}, every {config.daemon.interval_seconds:g}s, "
+        f"/metrics {listen}, collectors: {', '.join(collectors) or 'none'}, "
+        f"{len(config.targets)} target(s), {len(config.rates)} rate(s), "
+        f"database {'SQLite' if is_sqlite(config.database_url) else 'PostgreSQL'})"
+    )
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    url = config.database_url
+    path = sqlite_path(url) if is_sqlite(url) else None
+    if args.db_command == "current" and path is not None and not path.exists():
+        print(
+            f"no database yet at {path} (it is created on first start); head is {head_revision()}"
+        )
+        return 0
+    engine = create_engine(url)
+    try:
+        if args.db_command == "upgrade":
+            before, after = upgrade_to_head(engine)
+            print(
+                f"database at {after}" + ("" if before == after else f" (was {before or 'empty'})")
+            )
+            return 0
+        current, head = current_revision(engine), head_revision()
+        state = "up to date" if current == head else "outdated: run `gpuwatch db upgrade`"
+        print(f"current {current or 'none (empty database)'}, head {head} ({state})")
+        return 0
+    finally:
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,431 @@
+"""Configuration: TOML into frozen dataclasses, with every problem reported at once.
+
+Where the file comes from: ``--config``, else ``$GPUWATCH_CONFIG``, else
+``/etc/gpuwatch/gpuwatch.toml`` when it exists, else the built-in defaults (which work with no
+file at all). Unknown keys are errors, like Alertmanager's strict YAML: a typo must not silently
+turn a setting off. Secrets are never read from the TOML itself, only from environment variables
+(``*_env`` keys) or files (``*_file`` keys), and only :class:`agent.config.secret.Secret` holds
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent.config.alerts import AlertsConfig, parse_alerts
+from agent.config.digest import DigestConfig, parse_digest
+from agent.config.rates import Rate, parse_rates
+from agent.config.reader import Reader
+from agent.config.secret import Secret
+from collectors.base import GpuwatchError
+from collectors.billing.registry import PROVIDERS
+
+DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
+DEFAULT_LISTEN = "127.0.0.1:9877"
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+ENGINES = ("auto", "vllm", "sglang", "tgi", "llamacpp", "dcgm")
+
+
+class ConfigError(GpuwatchError):
+    """The configuration has problems; ``problems`` lists each as 'key.path: what is wrong'."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {source}: {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s) in {source}:\n{lines}")
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    interval_seconds: float = 10.0
+    metrics_listen: str = DEFAULT_LISTEN  # "" disables the endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlConfig:
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorsConfig:
+    nvml: NvmlConfig = field(default_factory=NvmlConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    name: str
+    url: str
+    engine: str = "auto"
+    bearer_token: Secret | None = None
+    timeout_seconds: float = 5.0
+    model: str | None = None  # names the model for engines that do not label it (TGI, llama.cpp)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # Which GPUs serve this target: its systemd unit or container, or explicit GPUs (index/UUID).
+    unit: str | None = None
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CostConfig:
+    # "output": generation tokens only; "output+prompt": plus computed (not cached) prompt tokens.
+    useful_tokens: str = "output"
+    # How a GPU used by several targets is split: "memory" (their share of its memory) or "equal".
+    shared_gpu_split: str = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class BillingProviderConfig:
+    """One provider API to read spend and live rates from (``[billing.<provider>]``)."""
+
+    provider: str  # runpod | lambda | vast
+    api_key: Secret
+    base_url: str | None = None  # the documented API unless set (tests, proxies)
+    lookback_seconds: float = 2 * 86400  # how far back billed history is re-read each hour
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """How long each resolution is kept, in seconds."""
+
+    raw_seconds: float = 7 * 86400
+    minute_seconds: float = 90 * 86400
+    hour_seconds: float = 730 * 86400
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetConfig:
+    monthly_usd: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlackConfig:
+    webhook_url: Secret | None = None
+    token: Secret | None = None
+    channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlertmanagerConfig:
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    # A plain ``url`` or, where the URL itself carries a token, ``url_env`` / ``url_file``.
+    url: Secret | None = None
+    bearer_token: Secret | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyConfig:
+    slack: SlackConfig = field(default_factory=SlackConfig)
+    alertmanager: AlertmanagerConfig = field(default_factory=AlertmanagerConfig)
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
+
+    @property
+    def any(self) -> bool:
+        slack = self.slack.webhook_url is not None or self.slack.token is not None
+        return slack or self.alertmanager.url is not None or self.webhook.url is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration; ``source`` names the file it came from, or 'built-in defaults'."""
+
+    host: str
+    database_url: str
+    timezone: str = "UTC"
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    collectors: CollectorsConfig = field(default_factory=CollectorsConfig)
+    targets: tuple[TargetConfig, ...] = ()
+    rates: tuple[Rate, ...] = ()
+    cost: CostConfig = field(default_factory=CostConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    billing: tuple[BillingProviderConfig, ...] = ()
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    digest: DigestConfig = field(default_factory=DigestConfig)
+    source: str = "built-in defaults"
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def config_path(explicit: str | None, environ: Mapping[str, str]) -> Path | None:
+    """Which file to read: explicit, then $GPUWATCH_CONFIG, then the default if it exists."""
+    if explicit:
+        return Path(explicit)
+    if environ.get("GPUWATCH_CONFIG"):
+        return Path(environ["GPUWATCH_CONFIG"])
+    return DEFAULT_PATH if DEFAULT_PATH.exists() else None
+
+
+def default_database_url(environ: Mapping[str, str]) -> str:
+    """SQLite under the state directory: systemd's $STATE_DIRECTORY, else XDG's."""
+    if environ.get("STATE_DIRECTORY"):
+        # systemd may pass several colon-separated folders; the first is ours.
+        folder = Path(environ["STATE_DIRECTORY"].split(":")[0])
+    elif environ.get("XDG_STATE_HOME"):
+        folder = Path(environ["XDG_STATE_HOME"]) / "gpuwatch"
+    else:
+        folder = Path(environ.get("HOME", "/var/lib")) / ".local" / "state" / "gpuwatch"
+    return f"sqlite:///{folder / 'gpuwatch.db'}"
+
+
+def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read, validate and resolve the configuration.
+
+    Raises:
+        ConfigError: listing every problem found, each with its key path.
+    """
+    env = os.environ if environ is None else environ
+    file = config_path(path, env)
+    if file is None:
+        return _build({}, "built-in defaults", env)
+    source = str(file)
+    try:
+        with file.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(source, ["file not found"]) from None
+    except OSError as exc:
+        raise ConfigError(source, [f"cannot read: {exc.strerror}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [f"TOML syntax error: {exc}"]) from None
+    return _build(data, source, env)
+
+
+def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
+    r = Reader(env)
+    top = r.table(
+        data,
+        "",
+        {
+            "host",
+            "database_url",
+            "database_url_file",
+            "timezone",
+            "daemon",
+            "collectors",
+            "targets",
+            "rates",
+            "budget",
+            "notify",
+            "cost",
+            "retention",
+            "billing",
+            "alerts",
+            "digest",
+        },
+    )
+    config = Config(
+        host=r.string(top, "host", socket.gethostname()),
+        database_url=_database_url(r, top),
+        timezone=_timezone(r, top),
+        daemon=_daemon(r, top),
+        collectors=_collectors(r, top),
+        targets=_targets(r, top),
+        rates=parse_rates(r, top),
+        cost=_cost(r, top),
+        retention=_retention(r, top),
+        billing=_billing(r, top),
+        budget=_budget(r, top),
+        notify=_notify(r, top),
+        alerts=parse_alerts(r, top),
+        digest=parse_digest(r, top),
+        source=source,
+    )
+    if r.problems:
+        raise ConfigError(source, r.problems)
+    return config
+
+
+def _database_url(r: Reader, top: dict[str, Any]) -> str:
+    # The environment wins so a password can stay out of the file (systemd EnvironmentFile).
+    if r.env.get("GPUWATCH_DATABASE_URL"):
+        return r.env["GPUWATCH_DATABASE_URL"]
+    from_file = r.secret(top, "database_url")
+    url = from_file.reveal() if from_file else r.optional_string(top, "database_url")
+    if url is None:
+        return default_database_url(r.env)
+    scheme = url.split(":", 1)[0]
+    if not scheme.startswith(("sqlite", "postgresql")):
+        r.problem(
+            "database_url",
+            f"expected a sqlite:/// or postgresql+psycopg:// URL, got {scheme}://...",
+        )
+    return url
+
+
+def _timezone(r: Reader, top: dict[str, Any]) -> str:
+    name = r.string(top, "timezone", "UTC")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        r.problem("timezone", f"unknown time zone {name!r} (use an IANA name like 'Europe/Madrid')")
+        return "UTC"
+    return name
+
+
+def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
+    t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen"})
+    listen = r.string(t, "daemon.metrics_listen", DEFAULT_LISTEN)
+    if listen and parse_listen(listen) is None:
+        r.problem(
+            "daemon.metrics_listen", f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}"
+        )
+    return DaemonConfig(
+        interval_seconds=r.number(t, "daemon.interval_seconds", 10.0, positive=True),
+        metrics_listen=listen,
+    )
+
+
+def parse_listen(listen: str) -> tuple[str, int] | None:
+    """'HOST:PORT' (IPv6 as '[::1]:9877') into (host, port), or None when malformed."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _collectors(r: Reader, top: dict[str, Any]) -> CollectorsConfig:
+    t = r.sub(top, "collectors", {"nvml"})
+    nvml = r.table(t.get("collectors.nvml", {}), "collectors.nvml", {"enabled"})
+    return CollectorsConfig(
+        nvml=NvmlConfig(enabled=r.boolean(nvml, "collectors.nvml.enabled", True))
+    )
+
+
+def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
+    out: list[TargetConfig] = []
+    names: set[str] = set()
+    allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
+               "timeout", "max_response_bytes", "unit", "gpus"}  # fmt: skip
+    for i, item in enumerate(r.array(top, "targets")):
+        path = f"targets[{i}]"
+        t = r.table(item, path, allowed)
+        name = r.optional_string(t, f"{path}.name")
+        url = r.optional_string(t, f"{path}.url")
+        engine = r.string(t, f"{path}.engine", "auto")
+        if name is None:
+            r.problem(f"{path}.name", "missing (every target needs a unique name)")
+        elif name in names:
+            r.problem(f"{path}.name", f"duplicate target name {name!r}")
+        if url is None:
+            r.problem(f"{path}.url", "missing (the engine's /metrics URL)")
+        elif urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            r.problem(f"{path}.url", f"expected an http:// or https:// URL, got {url!r}")
+        if engine not in ENGINES:
+            r.problem(f"{path}.engine", f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
+        token = r.secret(t, f"{path}.bearer_token")
+        timeout = r.duration(t, f"{path}.timeout", 5.0)
+        model = r.optional_string(t, f"{path}.model")
+        cap = r.number(t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True)
+        unit = r.optional_string(t, f"{path}.unit")
+        gpus = _gpu_list(r, t, f"{path}.gpus")
+        if name is not None and url is not None:
+            names.add(name)
+            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus))
+    return tuple(out)
+
+
+def _gpu_list(r: Reader, t: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = t.get(key, [])
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in items):
+        r.problem(key, f'expected GPU indexes or UUIDs like [0, 1] or ["GPU-..."], got {value!r}')
+        return ()
+    return tuple(str(v) for v in items)
+
+
+def _cost(r: Reader, top: dict[str, Any]) -> CostConfig:
+    t = r.sub(top, "cost", {"useful_tokens", "shared_gpu_split"})
+    tokens = r.string(t, "cost.useful_tokens", "output")
+    split = r.string(t, "cost.shared_gpu_split", "memory")
+    if tokens not in ("output", "output+prompt"):
+        r.problem("cost.useful_tokens", f"expected 'output' or 'output+prompt', got {tokens!r}")
+    if split not in ("memory", "equal"):
+        r.problem("cost.shared_gpu_split", f"expected 'memory' or 'equal', got {split!r}")
+    return CostConfig(useful_tokens=tokens, shared_gpu_split=split)
+
+
+def _billing(r: Reader, top: dict[str, Any]) -> tuple[BillingProviderConfig, ...]:
+    t = r.sub(top, "billing", set(PROVIDERS))
+    out: list[BillingProviderConfig] = []
+    for name in sorted(PROVIDERS):
+        if f"billing.{name}" not in t:
+            continue
+        path = f"billing.{name}"
+        section = r.table(t[path], path, {"enabled", "api_key_env", "api_key_file", "base_url",
+                                         "lookback"})  # fmt: skip
+        if not r.boolean(section, f"{path}.enabled", True):
+            continue
+        if f"{path}.api_key_env" not in section and f"{path}.api_key_file" not in section:
+            section[f"{path}.api_key_env"] = PROVIDERS[name].env_var  # the documented variable
+        key = r.secret(section, f"{path}.api_key")
+        base_url = r.optional_string(section, f"{path}.base_url")
+        lookback = r.duration(section, f"{path}.lookback", 2 * 86400)
+        if key is not None:
+            out.append(BillingProviderConfig(name, key, base_url, lookback))
+    return tuple(out)
+
+
+def _retention(r: Reader, top: dict[str, Any]) -> RetentionConfig:
+    t = r.sub(top, "retention", {"raw", "per_minute", "per_hour"})
+    d = RetentionConfig()
+    return RetentionConfig(
+        raw_seconds=r.duration(t, "retention.raw", d.raw_seconds),
+        minute_seconds=r.duration(t, "retention.per_minute", d.minute_seconds),
+        hour_seconds=r.duration(t, "retention.per_hour", d.hour_seconds),
+    )
+
+
+def _budget(r: Reader, top: dict[str, Any]) -> BudgetConfig:
+    t = r.sub(top, "budget", {"monthly_usd"})
+    return BudgetConfig(monthly_usd=r.money(t, "budget.monthly_usd"))
+
+
+def _notify(r: Reader, top: dict[str, Any]) -> NotifyConfig:
+    t = r.sub(top, "notify", {"slack", "alertmanager", "webhook"})
+    slack = r.table(
+        t.get("notify.slack", {}),
+        "notify.slack",
+        {"webhook_url_env", "webhook_url_file", "token_env", "token_file", "channel"},
+    )
+    am = r.table(t.get("notify.alertmanager", {}), "notify.alertmanager", {"url"})
+    token = r.secret(slack, "notify.slack.token")
+    channel = r.optional_string(slack, "notify.slack.channel")
+    if token is not None and channel is None:
+        r.problem(
+            "notify.slack.channel", "missing (chat.postMessage with token_env needs a channel)"
+        )
+    return NotifyConfig(
+        slack=SlackConfig(
+            webhook_url=r.secret(slack, "notify.slack.webhook_url"), token=token, channel=channel
+        ),
+        alertmanager=AlertmanagerConfig(url=r.optional_string(am, "notify.alertmanager.url")),
+        webhook=_webhook(r, t),
+    )
+
+
+def _webhook(r: Reader, t: dict[str, Any]) -> WebhookConfig:
+    keys = {"url", "url_env", "url_file", "bearer_token_env", "bearer_token_file"}
+    hook = r.table(t.get("notify.webhook", {}), "notify.webhook", keys)
+    plain = r.optional_string(hook, "notify.webhook.url")
+    hidden = r.secret(hook, "notify.webhook.url")
+    if plain is not None and hidden is not None:
+        r.problem("notify.webhook.url", "set either url or url_env / url_file, not both")
+    url = hidden or (Secret(plain, "notify.webhook.url") if plain is not None else None)
+    return WebhookConfig(url=url, bearer_token=r.secret(hook, "notify.webhook.bearer_token"))

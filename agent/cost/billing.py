@@ -1,0 +1,192 @@
+"""Billing records in the database, the hourly billing job, and reconciliation.
+
+A fetch from a provider is all or nothing: the job stores a provider's rates and records only
+when every call of that fetch succeeded, in one transaction, so a failing API never leaves half
+a month behind. Records are keyed (source, record_id): fetching the same period again, or
+re-importing the same FOCUS file, replaces rows instead of counting them twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import Connection, Engine, delete, insert, select, tuple_
+
+from agent.config.settings import BillingProviderConfig
+from collectors.billing.base import BillingError, CostKind, CostRecord, HourlyRate
+from collectors.billing.registry import CostSource, RateSource, make_source
+from migrations.schema import billing_resources, cost_records
+
+log = logging.getLogger(__name__)
+
+# A resource seen again within this long was running in between: meter it.
+MAX_UNSEEN = timedelta(hours=2)
+
+
+def save_records(conn: Connection, records: Sequence[CostRecord], now: datetime) -> int:
+    """Insert or replace ``records`` (same source and record_id); returns how many."""
+    if not records:
+        return 0
+    keys = list({(r.source, r.record_id) for r in records})
+    for chunk in _chunks(keys, 500):
+        conn.execute(
+            delete(cost_records).where(
+                tuple_(cost_records.c.source, cost_records.c.record_id).in_(chunk)
+            )
+        )
+    latest = {(r.source, r.record_id): r for r in records}  # a repeated id: the last one wins
+    conn.execute(insert(cost_records), [_row(r, now) for r in latest.values()])
+    return len(latest)
+
+
+def _row(r: CostRecord, now: datetime) -> dict[str, object]:
+    return {
+        "source": r.source, "record_id": r.record_id, "kind": r.kind.value,
+        "resource": r.resource, "period_start": r.period_start, "period_end": r.period_end,
+        "amount": r.amount, "currency": r.currency, "description": r.description,
+        "imported_at": now,
+    }  # fmt: skip
+
+
+def _chunks(items: Sequence[tuple[str, str]], size: int) -> Iterable[list[tuple[str, str]]]:
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])
+
+
+def billed(
+    engine: Engine, start: datetime, end: datetime, kind: CostKind = CostKind.BILLED
+) -> dict[tuple[str, str], Decimal]:
+    """(source, currency) -> amount of records whose period starts in [start, end)."""
+    query = select(cost_records.c.source, cost_records.c.currency, cost_records.c.amount).where(
+        cost_records.c.kind == kind.value,
+        cost_records.c.period_start >= start,
+        cost_records.c.period_start < end,
+    )
+    out: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    with engine.connect() as conn:
+        for source, currency, amount in conn.execute(query):
+            out[(source, currency)] += amount
+    return dict(out)
+
+
+def track_resources(conn: Connection, rates: Sequence[HourlyRate], now: datetime) -> None:
+    """Remember each billed resource: first and last seen, and what it cost since first seen.
+
+    Lambda keeps no billing history, so this metered figure (rate x time gpuwatch saw the
+    instance running) is all there is to know of its spend.
+    """
+    for rate in rates:
+        key = (billing_resources.c.source == rate.source) & (
+            billing_resources.c.resource == rate.resource
+        )
+        row = conn.execute(select(billing_resources).where(key)).mappings().first()
+        if row is None:
+            conn.execute(insert(billing_resources).values(
+                source=rate.source, resource=rate.resource, name=rate.name, gpus=rate.gpus,
+                usd_per_hour=rate.usd_per_hour, first_seen=rate.started_at or now,
+                last_seen=now, metered_usd=_since_start(rate, now)))  # fmt: skip
+            continue
+        gap = now - row["last_seen"]
+        added = rate.usd_per_hour * Decimal(gap.total_seconds()) / 3600 if gap <= MAX_UNSEEN else 0
+        conn.execute(
+            billing_resources.update()
+            .where(key)
+            .values(
+                name=rate.name,
+                gpus=rate.gpus,
+                usd_per_hour=rate.usd_per_hour,
+                last_seen=now,
+                metered_usd=row["metered_usd"] + added,
+            )  # fmt: skip
+        )
+
+
+def _since_start(rate: HourlyRate, now: datetime) -> Decimal:
+    if rate.started_at is None or rate.started_at >= now:
+        return Decimal(0)
+    return rate.usd_per_hour * Decimal((now - rate.started_at).total_seconds()) / 3600
+
+
+@dataclass
+class BillingJob:
+    """Reads every configured provider once; one line when a provider starts failing, one when
+    it recovers."""
+
+    engine: Engine
+    providers: Sequence[BillingProviderConfig]
+    # (provider, key, base_url) -> source; tests pass one that never sleeps between requests.
+    factory: Callable[[str, str, str | None], RateSource] = make_source
+    _sources: dict[str, RateSource] = field(default_factory=dict)
+    _failing: set[str] = field(default_factory=set)
+
+    def run(self, now: datetime) -> dict[str, str | None]:
+        """provider -> None when stored, else the error; failures store nothing."""
+        return {p.provider: self._one(p, now) for p in self.providers}
+
+    def _one(self, provider: BillingProviderConfig, now: datetime) -> str | None:
+        source = self._source(provider)
+        try:
+            rates = source.rates(now)
+            records: list[CostRecord] = []
+            if isinstance(source, CostSource):
+                start = now - timedelta(seconds=provider.lookback_seconds)
+                records = source.costs(start, now, now)
+        except BillingError as exc:
+            self._note(provider.provider, str(exc))
+            return str(exc)
+        with self.engine.begin() as conn:
+            track_resources(conn, rates, now)
+            save_records(conn, records, now)
+        self._note(provider.provider, None)
+        return None
+
+    def _source(self, provider: BillingProviderConfig) -> RateSource:
+        if provider.provider not in self._sources:
+            self._sources[provider.provider] = self.factory(
+                provider.provider, provider.api_key.reveal(), provider.base_url
+            )
+        return self._sources[provider.provider]
+
+    def _note(self, provider: str, error: str | None) -> None:
+        if error is None and provider in self._failing:
+            self._failing.discard(provider)
+            log.info("billing source %s recovered", provider)
+        elif error is not None and provider not in self._failing:
+            self._failing.add(provider)
+            log.error("billing source %s failed, nothing stored: %s", provider, error)
+
+    def close(self) -> None:
+        for source in self._sources.values():
+            source.close()
+        self._sources.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """Metered cost (rate card x observed uptime) against what providers billed."""
+
+    metered_usd: Decimal
+    billed_usd: Decimal
+    by_source: dict[str, Decimal]
+
+    @property
+    def difference_usd(self) -> Decimal:
+        return self.billed_usd - self.metered_usd
+
+    @property
+    def difference_ratio(self) -> Decimal | None:
+        return None if not self.metered_usd else self.difference_usd / self.metered_usd
+
+
+def reconcile(
+    engine: Engine, metered_usd: Decimal, start: datetime, end: datetime
+) -> Reconciliation:
+    """Billed USD over [start, end) per source, next to the metered figure of the same window."""
+    amounts = billed(engine, start, end)
+    usd = {source: amount for (source, currency), amount in amounts.items() if currency == "USD"}
+    return Reconciliation(metered_usd, sum(usd.values(), Decimal(0)), usd)

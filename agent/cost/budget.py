@@ -1,0 +1,206 @@
+"""The fleet's budget figures: month-to-date spend, billed against metered, the pace and the
+month-end forecast, and the spend per hour.
+
+Budget alerts (:mod:`agent.alerting.budget_rules`) and reports (:mod:`agent.reporting.build`)
+both read these, so a forecast in a report and in an alert is one figure computed one way.
+:func:`gather_budget` reads the whole database (every host of a shared PostgreSQL, or the one
+box of an SQLite store) into :class:`BudgetInputs`; everything else here is pure. Money stays
+Decimal.
+
+Months are calendar months in the configured time zone (``timezone``): a budget resets when
+the users' month does, not at midnight UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from decimal import Decimal
+
+from sqlalchemy import Engine, func, select
+
+from agent.config.settings import Config
+from agent.cost.billing import billed
+from agent.cost.summarize import Line, summarize
+from alerts.rules import DEFAULT_RULES, RuleSpec
+from migrations.schema import gpu_usage
+
+HOUR = 3600
+BURN_WINDOW = timedelta(hours=24)  # the pace a forecast extrapolates: a day evens out day/night
+JUMP_BASELINE = timedelta(days=7)  # a week of hours: weekday and weekend both in the median
+# The hour rollup of the last hour lands a few minutes into the next; until it does, the hour
+# before is judged again, so a jump alert does not resolve and re-pend at every hour's start.
+JUMP_FRESH = timedelta(hours=2)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInputs:
+    """One evaluation's view of the fleet's spend. Times are UTC-aware; money is USD."""
+
+    now: datetime
+    budget_usd: Decimal | None  # budget.monthly_usd; None (or 0): no budget configured
+    metered_usd: Decimal  # month to date: rate card x metered uptime, every host
+    billed_usd: Decimal | None = None  # month to date as providers billed it; None: no records
+    zone: tzinfo = UTC  # the configured time zone: whose calendar month, whose dates
+    burn_usd: Decimal = Decimal(0)  # metered spend over the burn window
+    burn_seconds: float = 0.0  # the metered stretch it covers: the history a forecast stands on
+    hourly_usd: tuple[tuple[datetime, Decimal], ...] = ()  # complete hours, oldest first
+    models: tuple[Line, ...] = ()  # per model over ``model_window_seconds``
+    model_window_seconds: float = 86400.0
+
+    @property
+    def month_start(self) -> datetime:
+        return month_bounds(self.now, self.zone)[0]
+
+    @property
+    def month_end(self) -> datetime:
+        return month_bounds(self.now, self.zone)[1]
+
+    @property
+    def month(self) -> str:
+        """The month as "YYYY-MM" in the configured zone (an alert label)."""
+        return f"{self.now.astimezone(self.zone):%Y-%m}"
+
+    @property
+    def source(self) -> str:
+        """Which month-to-date figure counts: "billed" when providers billed more than was
+        metered (the bill includes what gpuwatch cannot see: storage, egress, unwatched boxes),
+        else "metered" (the bill lags: providers post charges hours or a day late, or none)."""
+        if self.billed_usd is not None and self.billed_usd > self.metered_usd:
+            return "billed"
+        return "metered"
+
+    @property
+    def spent_usd(self) -> Decimal:
+        """Month-to-date spend, by ``source``."""
+        if self.source == "billed" and self.billed_usd is not None:
+            return self.billed_usd
+        return self.metered_usd
+
+    @property
+    def pace_usd_per_second(self) -> Decimal | None:
+        """The metered pace over the burn window; None without any metered history."""
+        if self.burn_seconds <= 0:
+            return None
+        return self.burn_usd / Decimal(repr(self.burn_seconds))
+
+    @property
+    def forecast_usd(self) -> Decimal:
+        """Month-end spend: spent so far plus the pace until the month ends."""
+        pace = self.pace_usd_per_second
+        if pace is None:
+            return self.spent_usd
+        left = max((self.month_end - self.now).total_seconds(), 0.0)
+        return self.spent_usd + pace * Decimal(repr(left))
+
+    @property
+    def budget(self) -> Decimal | None:
+        # A zero budget counts as none, as for gpuwatch_budget_used_ratio: a ratio to zero is
+        # no information, and "monthly_usd = 0" is how a budget gets switched off in practice.
+        return self.budget_usd if self.budget_usd else None
+
+
+def month_bounds(now: datetime, zone: tzinfo) -> tuple[datetime, datetime]:
+    """[start, end) of the calendar month of ``now`` in ``zone``, as UTC instants."""
+    local = now.astimezone(zone)
+    start = datetime(local.year, local.month, 1, tzinfo=zone)
+    end = datetime(local.year + local.month // 12, local.month % 12 + 1, 1, tzinfo=zone)
+    return start.astimezone(UTC), end.astimezone(UTC)
+
+
+# -- gathering (the only part that queries) ---------------------------------------------------
+
+
+def gather_budget(
+    engine: Engine,
+    config: Config,
+    now: datetime,
+    rules: Mapping[str, RuleSpec] = DEFAULT_RULES,
+) -> BudgetInputs:
+    """The fleet's spend as the budget rules read it at ``now`` (every host in the database).
+
+    Windows end at ``now``'s minute, where the rollups are exact; the last minute or two may
+    not be rolled up yet, which under-states a month's spend by cents, never over-states it.
+    """
+    end = now.replace(second=0, microsecond=0)
+    month_start, _ = month_bounds(now, config.zone)
+    useful = config.cost.useful_tokens
+    metered = summarize(engine, month_start, end, useful=useful).fleet.cost_usd
+    span = _metered_span(engine, max(month_start, end - BURN_WINDOW), end)
+    burn = Decimal(0)
+    if span is not None:
+        burn = summarize(engine, span[0], end, useful=useful).fleet.cost_usd
+    window = _seconds(rules, "CostPerMtokHigh", "window")
+    models = summarize(engine, end - timedelta(seconds=window), end, useful=useful).models
+    return BudgetInputs(
+        now=now,
+        budget_usd=config.budget.monthly_usd,
+        metered_usd=metered,
+        billed_usd=_billed_usd(engine, month_start, now),
+        zone=config.zone,
+        burn_usd=burn,
+        burn_seconds=0.0 if span is None else (span[1] - span[0]).total_seconds(),
+        hourly_usd=_hourly(engine, now),
+        models=models,
+        model_window_seconds=window,
+    )
+
+
+def _seconds(rules: Mapping[str, RuleSpec], rule: str, name: str) -> float:
+    """A window threshold of a rule, the default where the user's rules lack it."""
+    key = f"{name}_seconds"
+    value = (rules.get(rule) or DEFAULT_RULES[rule]).thresholds.get(key)
+    return float(value if value is not None else DEFAULT_RULES[rule].thresholds[key] or 0.0)
+
+
+def _billed_usd(engine: Engine, start: datetime, end: datetime) -> Decimal | None:
+    """What providers billed in USD for charges that started this month; None without any
+    record (no billing source, or nothing billed yet), which is not the same as $0 billed."""
+    usd = [
+        amount for (_, currency), amount in billed(engine, start, end).items() if currency == "USD"
+    ]
+    return sum(usd, Decimal(0)) if usd else None
+
+
+def _metered_span(
+    engine: Engine, start: datetime, end: datetime
+) -> tuple[datetime, datetime] | None:
+    """The stretch of [start, end) the fleet's priced metering covers: from its first row
+    (later than ``start`` for a new install: a forecast must not spread a few hours' spend over
+    a day nobody watched) to the end of its last (the rollup runs minutes behind the clock).
+    None: nothing priced was metered in the window."""
+    t = gpu_usage.c
+    query = (
+        select(t.resolution, func.min(t.start), func.max(t.start))
+        .where(t.start >= start, t.start < end, t.cost_usd.is_not(None))
+        .group_by(t.resolution)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+    if not rows:
+        return None
+    # Minute rows place the ends to the minute; hour rows alone (a short minute retention) to
+    # the hour, which can only shorten the history the forecast waits for.
+    first = min(low for _, low, _ in rows)
+    last = max(high + timedelta(seconds=resolution) for resolution, _, high in rows)
+    return max(start, first), min(end, last)
+
+
+def _hourly(engine: Engine, now: datetime) -> tuple[tuple[datetime, Decimal], ...]:
+    """The fleet's metered spend per complete hour: the last week and the hour before it.
+
+    Hours without priced rows are left out, not zero: no row means nothing was metered (a
+    stopped fleet, or a host's hour rollup not yet run), which is unknown, not "free".
+    """
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    t = gpu_usage.c
+    query = (
+        select(t.start, func.sum(t.cost_usd))
+        .where(t.resolution == HOUR, t.start >= hour - JUMP_BASELINE - timedelta(hours=1))
+        .where(t.start < hour, t.cost_usd.is_not(None))
+        .group_by(t.start)
+        .order_by(t.start)
+    )
+    with engine.connect() as conn:
+        return tuple((start, Decimal(str(total))) for start, total in conn.execute(query))

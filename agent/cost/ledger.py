@@ -1,0 +1,169 @@
+"""The GPU cost ledger, pure: observations of one GPU become per-bucket uptime, busy time,
+energy, cost and per-target allocations.
+
+Metering: each observation of a GPU covers the time since the previous one, when that gap is at
+most ``max_gap`` (a longer gap means gpuwatch was not watching: that time is not metered, and
+reconciliation against the provider's bill shows it). An observation's utilisation and energy
+describe the interval that ends at it (NVML reports utilisation over the last sample period).
+Intervals are spread over the buckets they overlap, pro rata. Buckets are (start, start + size].
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from agent.cost.ratecard import GpuPrice
+from agent.storage.rollup import bucket_of
+
+PriceAt = Callable[[datetime], GpuPrice | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One tick's reading of one GPU."""
+
+    ts: datetime
+    utilization: float | None  # 0-1; None: not reported (counted as not busy)
+    energy_joules: float | None  # the cumulative counter
+    targets: Mapping[str, float] = field(default_factory=dict)  # target -> memory bytes
+
+
+@dataclass
+class Usage:
+    """One GPU's bucket. ``cost_usd`` is None when no rate covered any of its time."""
+
+    observed_seconds: float = 0.0
+    busy_seconds: float = 0.0
+    energy_joules: float | None = None
+    cost_usd: Decimal | None = None
+    idle_cost_usd: Decimal | None = None
+    allocations: dict[str, Allocation] = field(default_factory=dict)
+
+
+@dataclass
+class Allocation:
+    seconds: float = 0.0
+    busy_seconds: float = 0.0
+    cost_usd: Decimal | None = None
+
+
+def shares(targets: Mapping[str, float], rule: str) -> dict[str, float]:
+    """Each target's share of a GPU: by memory used (default) or equal; empty: unallocated."""
+    if not targets:
+        return {}
+    total = sum(targets.values())
+    if rule == "equal" or total <= 0:
+        return {t: 1 / len(targets) for t in targets}
+    return {t: m / total for t, m in targets.items()}
+
+
+def meter(
+    observations: Sequence[Observation],
+    bucket_seconds: int,
+    max_gap: float,
+    price_at: PriceAt,
+    split_rule: str = "memory",
+) -> dict[datetime, Usage]:
+    """Per bucket start, the usage of one GPU from its observations (sorted by time).
+
+    The first observation only opens metering: the time before it is not known to be billed.
+    """
+    buckets: dict[datetime, Usage] = defaultdict(Usage)
+    for before, after in zip(observations, observations[1:], strict=False):
+        length = (after.ts - before.ts).total_seconds()
+        if length <= 0 or length > max_gap:
+            continue
+        energy = _energy_step(before.energy_joules, after.energy_joules)
+        split = shares(after.targets, split_rule)
+        for start, lo, seconds in _spread(before.ts, after.ts, bucket_seconds):
+            hi = lo + timedelta(seconds=seconds)
+            for part, price in _priced(lo, hi, price_at):
+                _add(buckets[start], part, after.utilization, energy, part / length, price, split)
+    return dict(buckets)
+
+
+def _priced(
+    lo: datetime, hi: datetime, price_at: PriceAt
+) -> Iterable[tuple[float, GpuPrice | None]]:
+    """(seconds, price) over (lo, hi], cut where the price changes (a rate's validity bound).
+
+    The change instant is found by bisection to the millisecond, so any price source works and
+    a slice with one price (nearly always) costs two look-ups.
+    """
+    price = price_at(lo)
+    while price_at(hi) != price:
+        a, b = lo, hi  # price_at(a) == price, price_at(b) != price
+        while (b - a) > timedelta(milliseconds=1):
+            mid = a + (b - a) / 2
+            a, b = (mid, b) if price_at(mid) == price else (a, mid)
+        yield (b - lo).total_seconds() if b < hi else (hi - lo).total_seconds(), price
+        lo, price = b, price_at(b)
+    if hi > lo:
+        yield (hi - lo).total_seconds(), price
+
+
+def _add(
+    usage: Usage,
+    seconds: float,
+    utilization: float | None,
+    energy: float | None,
+    fraction: float,
+    price: GpuPrice | None,
+    split: Mapping[str, float],
+) -> None:
+    busy = seconds * (utilization or 0.0)
+    joules = None if energy is None else energy * fraction
+    usage.observed_seconds += seconds
+    usage.busy_seconds += busy
+    if joules is not None:
+        usage.energy_joules = (usage.energy_joules or 0.0) + joules
+    cost = (
+        None
+        if price is None
+        else price.cost(_dec(seconds), None if joules is None else _dec(joules))
+    )
+    idle = None if cost is None else cost * _dec(1 - (utilization or 0.0))
+    usage.cost_usd = _plus(usage.cost_usd, cost)
+    usage.idle_cost_usd = _plus(usage.idle_cost_usd, idle)
+    for target, share in split.items():
+        a = usage.allocations.setdefault(target, Allocation())
+        a.seconds += seconds * share
+        a.busy_seconds += busy * share
+        a.cost_usd = _plus(a.cost_usd, None if cost is None else cost * _dec(share))
+
+
+def _energy_step(before: float | None, after: float | None) -> float | None:
+    if before is None or after is None:
+        return None
+    # The counter restarts at driver reload: the value after it is all new energy.
+    return after - before if after >= before else after
+
+
+def _spread(
+    start: datetime, end: datetime, size: int
+) -> Iterable[tuple[datetime, datetime, float]]:
+    """(bucket start, slice start, seconds) of the interval (start, end] over (b, b + size]."""
+    step = timedelta(seconds=size)
+    bucket = bucket_of(start, size)
+    # The instant ``start`` itself belongs to the bucket that ends at or after it.
+    while bucket < end:
+        lo, hi = max(start, bucket), min(end, bucket + step)
+        if hi > lo:
+            yield bucket, lo, (hi - lo).total_seconds()
+        bucket += step
+
+
+def _dec(x: float) -> Decimal:
+    # Seconds and joules come from timestamps and counters: 9 decimals keep micro-dollar
+    # exactness without dragging float noise into Decimal sums.
+    return Decimal(repr(round(x, 9)))
+
+
+def _plus(total: Decimal | None, amount: Decimal | None) -> Decimal | None:
+    if amount is None:
+        return total
+    return amount if total is None else total + amount

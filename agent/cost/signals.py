@@ -1,0 +1,110 @@
+"""The cost signals of DESIGN.md, for /metrics: recomputed after each rollup, from the rollups.
+
+- ``gpuwatch_gpu_hourly_cost_usd``: what each GPU of this host costs per hour now (rate card).
+- ``gpuwatch_spend_usd_total{source}``: all spend stored, ``metered`` (rate card x uptime of this
+  host) and per billing source (what providers billed, whole account).
+- ``gpuwatch_idle_cost_usd_total``: the metered cost of GPU time that was not busy.
+- ``gpuwatch_cost_per_million_tokens_usd{model, window}``: 1h, 24h, 7d, 30d and month.
+- ``gpuwatch_budget_used_ratio``: month-to-date spend over ``budget.monthly_usd``; the spend is
+  what providers billed this month when they billed anything, else the metered figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import Engine, func, select
+
+from agent.config.settings import Config
+from agent.cost.billing import billed
+from agent.cost.ratecard import RateCard
+from agent.cost.summarize import summarize
+from collectors.base import Sample
+from migrations.schema import cost_records, gpu_usage
+
+WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
+           "30d": timedelta(days=30)}  # fmt: skip
+
+
+def hourly_prices(config: Config, gpus: Iterable[Sample], now: datetime) -> list[Sample]:
+    """``gpuwatch_gpu_hourly_cost_usd`` for the GPUs of a round (its gpuwatch_gpu_info samples)."""
+    physical = [
+        s for s in gpus if s.metric == "gpuwatch_gpu_info" and "mig_instance" not in s.labels
+    ]
+    out = []
+    for s in physical:
+        price = RateCard(config.rates).price(
+            config.host, s.labels["gpu_uuid"], s.labels["gpu_index"], len(physical), now
+        )
+        if price is not None:
+            labels = {k: s.labels[k] for k in ("host", "gpu_uuid", "gpu_index")}
+            out.append(_sample("gpuwatch_gpu_hourly_cost_usd", price.usd_per_hour, now, labels))
+    return out
+
+
+def cost_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:
+    """Spend, idle cost, cost per million useful tokens and budget use, as of ``now``."""
+    end = now.replace(second=0, microsecond=0)
+    host = {"host": config.host}
+    out = [_sample("gpuwatch_spend_usd_total", v, now, host | {"source": source})
+           for source, v in _spend(engine, config.host).items()]  # fmt: skip
+    idle = _sum(engine, gpu_usage.c.idle_cost_usd, config.host)
+    out.append(_sample("gpuwatch_idle_cost_usd_total", idle, now, host))
+    month_start = end.astimezone(config.zone).replace(day=1, hour=0, minute=0)
+    for name, start in [*((n, end - d) for n, d in WINDOWS.items()), ("month", month_start)]:
+        summary = summarize(engine, start, end, useful=config.cost.useful_tokens)
+        for line in summary.models:
+            per = line.usd_per_million_tokens
+            if per is not None:
+                labels = host | {"model": line.name, "window": name}
+                out.append(_sample("gpuwatch_cost_per_million_tokens_usd", per, now, labels))
+        if name == "month" and config.budget.monthly_usd:
+            used = _month_spend(engine, summary.fleet.cost_usd, month_start, end)
+            ratio = used / config.budget.monthly_usd
+            out.append(_sample("gpuwatch_budget_used_ratio", ratio, now, host))
+    return out
+
+
+def _sample(metric: str, value: Decimal, now: datetime, labels: dict[str, str]) -> Sample:
+    return Sample(metric=metric, value=float(value), labels=labels, ts=now)
+
+
+def _sum(engine: Engine, column: object, host: str) -> Decimal:
+    """Sum over hour rows plus the minute rows no hour row covers yet."""
+    total = Decimal(0)
+    with engine.connect() as conn:
+        last_hour = conn.execute(
+            select(func.max(gpu_usage.c.start)).where(
+                gpu_usage.c.host == host, gpu_usage.c.resolution == 3600
+            )
+        ).scalar()
+        for resolution, after in ((3600, None), (60, last_hour)):
+            query = select(func.sum(column)).where(
+                gpu_usage.c.host == host, gpu_usage.c.resolution == resolution
+            )
+            if resolution == 60 and after is not None:
+                query = query.where(gpu_usage.c.start >= after + timedelta(hours=1))
+            total += Decimal(str(conn.execute(query).scalar() or 0))
+    return total
+
+
+def _spend(engine: Engine, host: str) -> dict[str, Decimal]:
+    out = {"metered": _sum(engine, gpu_usage.c.cost_usd, host)}
+    query = (
+        select(cost_records.c.source, func.sum(cost_records.c.amount))
+        .where(cost_records.c.kind == "billed", cost_records.c.currency == "USD")
+        .group_by(cost_records.c.source)
+    )
+    with engine.connect() as conn:
+        for source, amount in conn.execute(query):
+            out[source] = Decimal(str(amount))
+    return out
+
+
+def _month_spend(engine: Engine, metered: Decimal, start: datetime, end: datetime) -> Decimal:
+    usd = [
+        amount for (_, currency), amount in billed(engine, start, end).items() if currency == "USD"
+    ]
+    return sum(usd, Decimal(0)) if usd else metered

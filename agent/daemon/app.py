@@ -1,0 +1,224 @@
+"""Wiring: from a Config to the collectors, the runner and the store, and one tick over them."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from agent.alerting.budget_rules import BUDGET_RULES, budget_conditions
+from agent.alerting.conditions import RULES as HOST_RULES
+from agent.alerting.conditions import conditions
+from agent.alerting.evaluation import FLEET, Alerting, Delivery, build_receivers
+from agent.alerting.inputs import gather
+from agent.collect.runner import CollectorRunner, Round
+from agent.config.settings import Config, TargetConfig
+from agent.cost.allocation import Allocator, TargetPlacement
+from agent.cost.billing import BillingJob
+from agent.cost.budget import gather_budget
+from agent.cost.metering import rollup_for
+from agent.cost.signals import cost_samples, hourly_prices
+from agent.daemon.leader import Leadership, leadership_for
+from agent.reporting.digest_job import DigestJob, Outcome
+from agent.storage.db import open_database
+from agent.storage.rollup import Rollup
+from agent.storage.store import Store
+from alerts.model import State
+from collectors.base import Collector, Sample
+from collectors.scrape import ScrapeCollector, TargetSpec
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_collectors(config: Config) -> list[Collector]:
+    """The enabled collectors, in the order they run each tick: NVML, then one per target."""
+    collectors: list[Collector] = []
+    if config.collectors.nvml.enabled:
+        from collectors.nvml import NvmlCollector  # imports pynvml, which needs no GPU to import
+
+        collectors.append(NvmlCollector(host=config.host))
+    collectors.extend(ScrapeCollector(target_spec(t), host=config.host) for t in config.targets)
+    return collectors
+
+
+def target_spec(target: TargetConfig) -> TargetSpec:
+    """The collector's view of a configured target (the token revealed only to its client)."""
+    return TargetSpec(
+        name=target.name,
+        url=target.url,
+        engine=target.engine,
+        model=target.model,
+        timeout_seconds=target.timeout_seconds,
+        max_bytes=target.max_response_bytes,
+        bearer_token=target.bearer_token.reveal() if target.bearer_token else None,
+    )
+
+
+@dataclass
+class App:
+    """What one daemon (or one `collect --once`) works with."""
+
+    config: Config
+    engine: Engine
+    store: Store
+    runner: CollectorRunner
+    allocator: Allocator
+    rollup: Rollup
+    billing: BillingJob
+    alerting: Alerting
+    fleet_alerting: Alerting  # the budget rules, over every host's data
+    leader: Leadership  # whether this daemon does the fleet's work (see agent.daemon.leader)
+    digest: DigestJob | None  # None: no weekly digest ([digest] off, or no Slack)
+    leading: bool = False  # as of the last check_leadership()
+    started_at: datetime | None = None  # the first tick: "never collected" counts from here
+    queued: int = 0  # notifications the last tick queued (the daemon delivers them at once)
+    _store_failing: bool = False
+    _alerts_failing: bool = False
+
+    @classmethod
+    def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
+        """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
+        engine = open_database(config.database_url)
+        chosen = build_collectors(config) if collectors is None else collectors
+        placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
+        receivers = build_receivers(config)
+        return cls(
+            config,
+            engine,
+            Store(engine, config.host),
+            CollectorRunner(config.host, chosen),
+            Allocator(config.host, placements),
+            rollup_for(engine, config),
+            BillingJob(engine, config.billing),
+            Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES),
+            Alerting.for_scope(engine, FLEET, config.alerts, receivers, BUDGET_RULES),
+            leadership_for(engine, config.host),
+            DigestJob.from_config(engine, config, config.digest),
+        )
+
+    def tick(self, now: datetime) -> Round:
+        """Collect once and store the round in one transaction.
+
+        A failed write is logged and the round still returned (and exposed): the database being
+        briefly unavailable must not blind /metrics, and the next tick writes again.
+        """
+        round_ = self.runner.run(now)
+        samples = [s for _, s in round_.tagged_samples()]
+        derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
+        round_ = replace(round_, derived=round_.derived + tuple(derived))
+        try:
+            self.store.write_round(round_)
+        except SQLAlchemyError as exc:
+            if not self._store_failing:  # once, not every tick while the database is away
+                log.error("storing rounds failed (retrying every tick): %s", _brief(exc))
+            self._store_failing = True
+        else:
+            if self._store_failing:
+                log.info("storing rounds recovered")
+            self._store_failing = False
+            self.queued = self.evaluate_alerts(round_, now)
+            round_ = replace(round_, derived=round_.derived + self.alert_samples(now))
+        return round_
+
+    def alert_samples(self, now: datetime) -> tuple[Sample, ...]:
+        """``gpuwatch_alerts{rule, state}``: this host's pending and firing alerts, for
+        /metrics (Prometheus' own ALERTS series, counted per rule); exposed, not stored."""
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for state in self.alerting.states():
+            if state.state in (State.PENDING, State.FIRING):
+                counts[(state.key.rule, state.state.value)] += 1
+        return tuple(
+            Sample(metric="gpuwatch_alerts", value=float(n), ts=now,
+                   labels={"host": self.config.host, "rule": rule, "state": value})
+            for (rule, value), n in sorted(counts.items())
+        )  # fmt: skip
+
+    def evaluate_alerts(self, round_: Round, now: datetime) -> int:
+        """This host's rules after a stored round; returns how many notifications were queued.
+        Skipped when the round could not be stored: the rules read their windows from the
+        store, and a half-seen round would resolve alerts that still hold."""
+        self.started_at = self.started_at or now
+        rules = self.alerting.rules
+        try:
+            inputs = gather(self.store, round_, self.config, now, rules=rules,
+                            started_at=self.started_at)  # fmt: skip
+            found, evaluated = conditions(rules, inputs)
+            _, plan = self.alerting.evaluate(found, evaluated, now)
+        except SQLAlchemyError as exc:
+            if not self._alerts_failing:
+                log.error("evaluating alerts failed (retrying every tick): %s", _brief(exc))
+            self._alerts_failing = True
+            return 0
+        if self._alerts_failing:
+            log.info("evaluating alerts recovered")
+        self._alerts_failing = False
+        return len(plan.notifications)
+
+    def deliver(self, now: datetime) -> Delivery:
+        """Send the queued notifications that are due (a separate job: a slow receiver must
+        not hold up collection)."""
+        delivery = self.alerting.deliver(now)
+        if self.leading:  # a dead leader's queued budget notifications go out from the next one
+            delivery += self.fleet_alerting.deliver(now)
+        return delivery
+
+    def roll_up(self, now: datetime) -> list[Sample]:
+        """Roll up what is complete, then recompute the cost signals from the rollups."""
+        self.rollup.run(now)
+        if self.leading:
+            self.queued = self.evaluate_fleet_alerts(now)
+        return cost_samples(self.engine, self.config, now)
+
+    def send_digest(self, now: datetime) -> Outcome | None:
+        """The weekly digest, on the leader only; the digests table makes it once a week
+        whatever the restarts and leaders (see agent.reporting.digest_job)."""
+        if self.digest is None or not self.leading:
+            return None
+        return self.digest.run(now)
+
+    def check_leadership(self, now: datetime) -> Sample:
+        """Take or keep the fleet lead; the answer as a /metrics sample."""
+        self.leading = self.leader.held()
+        labels = {"host": self.config.host}
+        return Sample(metric="gpuwatch_fleet_leader", value=float(self.leading), labels=labels,
+                      ts=now)  # fmt: skip
+
+    def evaluate_fleet_alerts(self, now: datetime) -> int:
+        """The budget rules, once a minute after the rollup (they read rollups only)."""
+        rules = self.fleet_alerting.rules
+        try:
+            inputs = gather_budget(self.engine, self.config, now, rules)
+            found, evaluated = budget_conditions(rules, inputs)
+            _, plan = self.fleet_alerting.evaluate(found, evaluated, now)
+        except SQLAlchemyError as exc:
+            log.error("evaluating budget alerts failed (retrying next minute): %s", _brief(exc))
+            return 0
+        return len(plan.notifications)
+
+    def close(self) -> None:
+        """Release the collectors (NVML session, HTTP clients), the workers and the database."""
+        self.runner.close()
+        self.billing.close()
+        self.leader.close()
+        for collector in self.runner.collectors:
+            close = getattr(collector, "close", None)
+            if callable(close):
+                close()
+        self.engine.dispose()
+
+
+def _brief(exc: SQLAlchemyError) -> str:
+    # SQLAlchemy's str() appends the full SQL and parameters; the first line is the cause.
+    cause = getattr(exc, "orig", None) or exc
+    return (str(cause).splitlines() or [type(cause).__name__])[0]

@@ -1,0 +1,260 @@
+"""`gpuwatch run`: the collection tick on APScheduler 3.x, /metrics, and signal handling.
+
+- A tick every ``daemon.interval_seconds``; one at a time, and missed runs coalesced, because a
+  slow tick must not pile up behind itself on a busy GPU box.
+- SIGTERM/SIGINT: the running tick finishes, the database is flushed, exit 0 (well within 5 s).
+- SIGHUP: the config is re-read; an invalid one is logged and the old one kept.
+- systemd: READY=1 once serving; WATCHDOG=1 from the main loop while no tick is stuck, so a
+  tick hung in the driver (it happens with NVML) gets the service restarted by WatchdogSec.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from wsgiref.simple_server import WSGIServer
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import start_http_server
+from prometheus_client.process_collector import ProcessCollector
+
+from agent.config.settings import Config, load_config, parse_listen
+from agent.daemon.app import App, Clock, utc_now
+from agent.daemon.exposition import LatestRoundCollector, make_registry
+from agent.daemon.leader import CHECK_SECONDS
+from agent.daemon.sdnotify import SdNotifier
+from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
+
+log = logging.getLogger(__name__)
+
+JOB_ID = "collect"
+ROLLUP_SECONDS = 60  # rollups and cost signals: minute buckets complete once a minute
+BILLING_SECONDS = 3600  # provider APIs: hourly is within every documented rate limit
+DELIVER_JOB = "deliver"
+DELIVER_SECONDS = 5  # retries come due between ticks; fresh notifications wake the job at once
+
+
+@dataclass
+class MetricsServer:
+    """The /metrics listener; restarted only when the configured address changes."""
+
+    listen: str
+    latest: LatestRoundCollector
+    _server: WSGIServer | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        address = parse_listen(self.listen) if self.listen else None
+        if address is None:
+            return
+        registry = make_registry(self.latest)
+        ProcessCollector(registry=registry)  # the daemon's own RSS and CPU, for the guest budget
+        self._server, self._thread = start_http_server(
+            address[1], addr=address[0], registry=registry
+        )
+        log.info("serving /metrics on http://%s/metrics", self.listen)
+
+    @property
+    def port(self) -> int | None:
+        return self._server.server_port if self._server else None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+@dataclass
+class Daemon:
+    """The running agent. ``clock`` is injectable; the scheduler itself runs on real time."""
+
+    config_path: str | None
+    config: Config
+    clock: Clock = utc_now
+    notifier: SdNotifier = field(default_factory=SdNotifier.from_env)
+    app: App = field(init=False)
+    latest: LatestRoundCollector = field(default_factory=LatestRoundCollector)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _reload: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tick_started: float | None = None  # monotonic start of the running tick, None when idle
+
+    def __post_init__(self) -> None:
+        self.app = App.open(self.config)
+        self.metrics = MetricsServer(self.config.daemon.metrics_listen, self.latest)
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+
+    def tick(self) -> None:
+        """One scheduled tick; never raises (APScheduler would only log it anyway)."""
+        with self._lock:  # a reload swaps the App; never mid-tick
+            self._tick_started = time.monotonic()
+            try:
+                self.latest.update(self.app.tick(self.clock()))
+            except Exception:
+                log.exception("tick failed")
+            finally:
+                self._tick_started = None
+            if self.app.queued and self.scheduler.running:
+                self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
+
+    def deliver(self) -> None:
+        """Send queued notifications; a failed send is recorded in the outbox, not raised."""
+        try:
+            self.app.deliver(self.clock())
+        except Exception:
+            log.exception("delivering notifications failed; the outbox keeps them")
+
+    def roll_up(self) -> None:
+        """The minute job: rollups, retention, then the cost signals on /metrics."""
+        try:
+            self.latest.update_cost(self.app.roll_up(self.clock()))
+        except Exception:
+            log.exception("rollup failed; it resumes from its watermark next minute")
+        if self.app.queued and self.scheduler.running:
+            self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
+
+    def bill(self) -> None:
+        """The hourly job: provider APIs; each failing provider is logged and stores nothing.
+        Fleet work: only the leader asks the providers (their rate limits are per account)."""
+        if self.app.config.billing and self.app.leading:
+            self.app.billing.run(self.clock())
+
+    def send_digest(self) -> None:
+        """The weekly digest when due (checked every few minutes and at start, so a week
+        missed while the daemon was down goes out within its grace period)."""
+        try:
+            self.app.send_digest(self.clock())
+        except Exception:
+            log.exception("the weekly digest failed; it is retried while the week is due")
+
+    def lead(self) -> None:
+        """Take or keep the fleet lead (see agent.daemon.leader); never raises."""
+        try:
+            self.latest.update_fleet([self.app.check_leadership(self.clock())])
+        except Exception:
+            log.exception("checking the fleet lead failed")
+
+    def tick_stuck(self, now_monotonic: float) -> bool:
+        """True when the running tick has taken far longer than any healthy one could."""
+        started = self._tick_started
+        limit = max(60.0, 3 * self.config.daemon.interval_seconds)
+        return started is not None and now_monotonic - started > limit
+
+    def serve(self) -> int:
+        """Run until SIGTERM/SIGINT; returns the process exit code."""
+        self._install_signals()
+        self.metrics.start()
+        interval = self.config.daemon.interval_seconds
+        self.scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=interval,
+            id=JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, int(interval)),
+            next_run_time=utc_now(),  # the scheduler runs on real time, whatever self.clock is
+        )
+        self.lead()  # before the first rollup, so a sole daemon does the fleet work at once
+        self.scheduler.add_job(
+            self.lead, "interval", seconds=CHECK_SECONDS, id="lead", max_instances=1,
+            coalesce=True, misfire_grace_time=CHECK_SECONDS,
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.roll_up, "interval", seconds=ROLLUP_SECONDS, id="rollup", max_instances=1,
+            coalesce=True, misfire_grace_time=ROLLUP_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.deliver, "interval", seconds=DELIVER_SECONDS, id=DELIVER_JOB, max_instances=1,
+            coalesce=True, misfire_grace_time=DELIVER_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        digest_every = DIGEST_CHECK.total_seconds()
+        self.scheduler.add_job(
+            self.send_digest, "interval", seconds=digest_every, id="digest", max_instances=1,
+            coalesce=True, misfire_grace_time=int(digest_every), next_run_time=utc_now(),
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.bill, "interval", seconds=BILLING_SECONDS, id="billing", max_instances=1,
+            coalesce=True, misfire_grace_time=BILLING_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        self.scheduler.start()
+        self.notifier.ready()
+        log.info(
+            "gpuwatch started: host %s, %d collector(s), every %gs, config from %s",
+            self.config.host,
+            len(self.app.runner.collectors),
+            interval,
+            self.config.source,
+        )
+        ping_every = self.notifier.watchdog_interval_seconds()  # None: no systemd watchdog
+        last_ping = time.monotonic()
+        while not self._stop.is_set():
+            self._stop.wait(timeout=1.0)
+            now = time.monotonic()
+            due = ping_every is not None and now - last_ping >= ping_every
+            if due and not self.tick_stuck(now):
+                self.notifier.watchdog()
+                last_ping = now
+            if self._reload.is_set():
+                self._reload.clear()
+                self.reload()
+        return self.shutdown()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def shutdown(self) -> int:
+        self.notifier.stopping()
+        # wait=True lets a running tick finish and commit its transaction before we exit.
+        self.scheduler.shutdown(wait=True)
+        self.metrics.stop()
+        self.app.close()
+        log.info("gpuwatch stopped")
+        return 0
+
+    def reload(self) -> bool:
+        """Re-read the config; keep the old one (and say why) when the new one is invalid."""
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+            new_app = App.open(new)
+        except Exception as exc:  # a bad file, a database gone: the running config stays
+            log.error("reload failed, keeping the previous configuration: %s", exc)
+            self.notifier.ready()
+            return False
+        with self._lock:
+            old_app, self.app, self.config = self.app, new_app, new
+        old_app.close()  # gives the fleet lead away; the new App asks for it again now
+        self.lead()
+        self._apply_listen(new.daemon.metrics_listen)
+        self._apply_interval(new.daemon.interval_seconds)
+        log.info("configuration reloaded from %s", new.source)
+        self.notifier.ready()
+        return True
+
+    def _apply_listen(self, listen: str) -> None:
+        if listen != self.metrics.listen:
+            self.metrics.stop()
+            self.metrics = MetricsServer(listen, self.latest)
+            self.metrics.start()
+
+    def _apply_interval(self, interval: float) -> None:
+        if self.scheduler.running:
+            self.scheduler.reschedule_job(JOB_ID, trigger="interval", seconds=interval)
+
+    def _install_signals(self) -> None:
+        def on_stop(signum: int, _frame: FrameType | None) -> None:
+            log.info("received %s, stopping", signal.Signals(signum).name)
+            self._stop.set()
+
+        def on_hup(_signum: int, _frame: FrameType | None) -> None:
+            self._reload.set()  # handled on the main loop, not inside the signal handler
+
+        signal.signal(signal.SIGTERM, on_stop)
+        signal.signal(signal.SIGINT, on_stop)
+        signal.signal(signal.SIGHUP, on_hup)

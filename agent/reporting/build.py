@@ -1,0 +1,93 @@
+"""The monthly (or weekly, or any period's) report: every figure, as :mod:`agent.reporting.model`
+values, from the rollups and the cost ledger. The CLI and the weekly digest call
+:func:`build_report` and nothing else; the renderers only format what it returns.
+
+It wires four steps, one module each:
+
+- :mod:`agent.reporting.queries`: the database reads of a window (the period, and the previous
+  one for the trends): the cost ledger and the token counters per local day, latency buckets,
+  VRAM, GPU names, alert history and billed spend; and the filters (:class:`Wanted`).
+- :mod:`agent.reporting.figures`: a window under the filters: the GPUs and targets kept, and
+  what each model or host cost, kept busy and produced.
+- :mod:`agent.reporting.parts`: the report's sections from those figures, and where each
+  figure comes from.
+- :mod:`agent.reporting.recommendations`: deployment advice, smaller GPUs and consolidation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from agent.config.settings import Config
+from agent.reporting.figures import Figures
+from agent.reporting.model import Period, Report
+from agent.reporting.parts import (
+    alert_rows,
+    budget,
+    daily_spend,
+    gpu_days,
+    gpu_rows,
+    host_rows,
+    model_days,
+    model_rows,
+    queue_incidents,
+    spend_sources,
+    top_waste,
+    totals,
+)
+from agent.reporting.period import local_days, previous_period
+from agent.reporting.queries import Wanted, Window, billed_by_source, gauges, gpu_names, history
+from agent.reporting.recommendations import recommendations
+
+
+def build_report(
+    engine: Engine,
+    config: Config,
+    period: Period,
+    *,
+    now: datetime,
+    hosts: Sequence[str] = (),
+    models: Sequence[str] = (),
+) -> Report:
+    """Every figure of ``period`` (see :mod:`agent.reporting.parts`), restricted to ``hosts``
+    and ``models`` when given (see :mod:`agent.reporting.figures`)."""
+    wanted = Wanted(frozenset(hosts), frozenset(models))
+    before = previous_period(period)
+    days = local_days(period)
+    rule = config.cost.useful_tokens
+    with engine.connect() as conn:
+        current = Window.read(conn, period.start, period.end, wanted, [at for _, at in days])
+        previous = Window.read(conn, before.start, before.end, wanted, [before.start])
+        measured = gauges(conn, current.split, wanted)
+        names = gpu_names(conn, wanted)
+        fired = history(conn, period)
+    figures = Figures.of(current, wanted, rule)
+    earlier = Figures.of(previous, wanted, rule)
+    billed_usd = None if wanted.any else billed_by_source(engine, period)
+    gpus = gpu_rows(figures, measured, names)
+    alerts = [a for a in fired if wanted.keeps_alert(a, figures.targets, figures.gpus)]
+    models_rows = model_rows(figures, earlier, measured)
+    return Report(
+        generated_at=now,
+        period=period,
+        previous_period=before,
+        hosts_filter=tuple(sorted(wanted.hosts)),
+        models_filter=tuple(sorted(wanted.models)),
+        useful_tokens_rule=rule,
+        totals=totals(figures, earlier, billed_usd),
+        spend_sources=spend_sources(figures, billed_usd),
+        models=models_rows,
+        hosts=host_rows(figures, earlier),
+        gpus=gpus,
+        top_waste=top_waste(gpus),
+        alerts=alert_rows(alerts, period, now),
+        queue_incidents=queue_incidents(alerts),
+        budget=budget(engine, config, period, now),
+        recommendations=recommendations(figures, gpus, config, period, now),
+        daily_spend=daily_spend(figures, days),
+        model_days=model_days(figures, days, rule),
+        gpu_days=gpu_days(figures, gpus, days),
+    )

@@ -1,0 +1,144 @@
+"""A window's figures under the report's filters: which GPUs and targets count, and what each
+model (or host) cost, kept busy and produced.
+
+``hosts`` restricts every figure to those hosts (the reads already do). ``models`` restricts to
+those models: their tokens, cost and latency; the targets that reported them (the ``model``
+label on the token series); and the GPUs allocated to those targets in the period
+(``gpu_allocations``). GPU-level figures (spend, GPU-hours, idle cost, the GPU rows and daily
+series) count those GPUs whole, because a GPU is rented whole: a GPU shared with a model outside
+the filter shows in full, while the model rows carry only their share. Alerts are kept when
+their ``model``, ``target`` or ``gpu_uuid`` label is among the selected ones
+(:meth:`agent.reporting.queries.Wanted.keeps_alert`, given :attr:`Figures.targets` and
+:attr:`Figures.gpus`).
+
+Cost per million useful tokens (useful by ``cost.useful_tokens``: "output", or "output+prompt"
+with computed prompt tokens): per model, its targets' allocated cost (``gpu_allocations``) shared
+among the models a target served by their useful tokens (as ``summarize``); per host and for the
+fleet, the metered cost of the GPUs over their useful tokens.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from agent.cost.summarize import MILLION, TokenKey, Tokens, model_shares
+from agent.reporting.queries import Allocated, GpuKey, TargetKey, Usage, Wanted, Window
+
+HOUR = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """A window after the filters: the GPUs and targets kept, and their sums."""
+
+    window: Window
+    rule: str
+    gpus: frozenset[GpuKey]
+    targets: frozenset[TargetKey]
+    wanted: Wanted
+    all_tokens: Mapping[TokenKey, Tokens]  # every model the hosts served (for cost shares)
+    tokens: Mapping[TokenKey, Tokens]  # the wanted models'
+    usage: Mapping[GpuKey, Usage]  # per kept GPU, over the window
+
+    @classmethod
+    def of(cls, window: Window, wanted: Wanted, rule: str) -> Figures:
+        all_tokens = _sum_days(window.tokens.values())
+        if wanted.models:
+            targets = frozenset(
+                {(h, t) for h, t, m in all_tokens if m in wanted.models}
+                | {(h, t) for h, _, t in window.allocations if t in wanted.models}
+            )
+            gpus = frozenset(
+                (h, g)
+                for (h, g, t), days in window.allocations.items()
+                if (h, t) in targets and sum(a.seconds for a in days.values()) > 0
+            )
+        else:
+            targets = frozenset(
+                {(h, t) for h, t, _ in all_tokens} | {(h, t) for h, _, t in window.allocations}
+            )
+            gpus = frozenset(window.usage)
+        usage = {
+            key: sum(days.values(), Usage()) for key, days in window.usage.items() if key in gpus
+        }
+        tokens = {k: t for k, t in all_tokens.items() if wanted.model(k[2])}
+        return cls(window, rule, gpus, targets, wanted, all_tokens, tokens, usage)
+
+    @property
+    def total(self) -> Usage:
+        return sum(self.usage.values(), Usage())
+
+    @property
+    def produced(self) -> Tokens:
+        return sum(self.tokens.values(), Tokens())
+
+    def allocated(self) -> Allocated:
+        """Every target's allocation on the kept GPUs (a GPU counts whole)."""
+        return sum(
+            (
+                a
+                for (h, g, _), days in self.window.allocations.items()
+                if (h, g) in self.gpus
+                for a in days.values()
+            ),
+            Allocated(),
+        )
+
+    def target_totals(self, day: int | None = None) -> dict[TargetKey, Allocated]:
+        out: dict[TargetKey, Allocated] = defaultdict(Allocated)
+        for (h, _, t), days in self.window.allocations.items():
+            for d, a in days.items():
+                if day is None or d == day:
+                    out[(h, t)] = out[(h, t)] + a
+        return out
+
+    def model_sums(self, day: int | None = None) -> dict[str, Share]:
+        """The wanted models' cost, busy time and tokens (over one day, or the window): each
+        target's allocated cost and busy GPU time shared among its models as agent.cost.summarize
+        shares cost (by useful tokens)."""
+        tokens = self.all_tokens if day is None else _sum_days([self.window.tokens.get(day, {})])
+        targets = self.target_totals(day)
+        shares = model_shares(targets, tokens, self.rule)
+        out: dict[str, Share] = defaultdict(Share)
+        for key, a in targets.items():
+            for model, share in shares[key].items():
+                out[model] = out[model] + Share(a.cost * share, a.busy * float(share))
+        for (_, _, model), t in tokens.items():
+            out[model] = out[model] + Share(tokens=t)
+        return {m: out[m] for m in sorted(out) if self.wanted.model(m)}
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """What a model (or a host) cost, kept busy and produced."""
+
+    cost: Decimal = Decimal(0)
+    busy: float = 0.0
+    tokens: Tokens = Tokens()
+
+    def __add__(self, other: Share) -> Share:
+        return Share(self.cost + other.cost, self.busy + other.busy, self.tokens + other.tokens)
+
+    def per_million(self, rule: str) -> Decimal | None:
+        return per_million(self.cost, self.tokens.useful(rule))
+
+
+def _sum_days(days: Iterable[Mapping[TokenKey, Tokens]]) -> dict[TokenKey, Tokens]:
+    out: dict[TokenKey, Tokens] = defaultdict(Tokens)
+    for day in days:
+        for key, t in day.items():
+            out[key] = out[key] + t
+    return dict(out)
+
+
+def per_million(cost: Decimal, tokens: float) -> Decimal | None:
+    if tokens <= 0:
+        return None
+    return cost / Decimal(repr(tokens)) * MILLION
+
+
+def hours(seconds: float) -> float:
+    return seconds / HOUR

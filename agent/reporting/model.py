@@ -1,0 +1,197 @@
+"""What a report says, as values: built by :mod:`agent.reporting.build`, rendered by
+:mod:`agent.reporting.render` (table, JSON, CSV, markdown, HTML) and summarised by the digest.
+
+Every renderer shows these same figures, so the formats cannot disagree. Money is Decimal (USD),
+tokens are floats holding whole counts, durations are seconds, ratios are 0-1. ``None`` means
+"unknown" (no data), never zero. ``SCHEMA_VERSION`` versions the JSON rendering: bump it when a
+key changes meaning or disappears (adding keys does not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """[start, end) in UTC; ``label`` as the user asked ("2026-11", "2026-W48",
+    "2026-11-03..2026-11-10"); ``timezone`` is the zone days and months are cut in."""
+
+    start: datetime
+    end: datetime
+    label: str
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class SpendSource:
+    """One source of money for the period: "metered" (rate card x observed time) or a billing
+    source as stored ("runpod", "lambda", "vast", "focus:<provider>")."""
+
+    source: str
+    kind: str  # metered | billed
+    usd: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    spend_usd: Decimal  # what the period cost: billed where providers billed more, else metered
+    metered_usd: Decimal
+    billed_usd: Decimal | None  # None: no billing records for the period
+    useful_tokens: float
+    output_tokens: float
+    total_tokens: float  # output + (computed) prompt tokens
+    cost_per_million_tokens_usd: Decimal | None  # metered cost / useful tokens
+    previous_cost_per_million_tokens_usd: Decimal | None  # the same over the previous period
+    gpu_hours: float
+    busy_gpu_hours: float
+    idle_loaded_gpu_hours: float  # allocated to a serving target, not busy
+    unallocated_gpu_hours: float
+    utilization_ratio: float | None  # busy / observed
+    idle_cost_usd: Decimal
+    requests: float
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Quantiles of one histogram over the period, by the bucket arithmetic
+    (histogram_quantile over the period's bucket increases); None without observations."""
+
+    p50_seconds: float | None = None
+    p95_seconds: float | None = None
+    p99_seconds: float | None = None
+    count: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    model: str
+    cost_usd: Decimal
+    useful_tokens: float
+    output_tokens: float
+    total_tokens: float
+    requests: float
+    cost_per_million_tokens_usd: Decimal | None
+    previous_cost_per_million_tokens_usd: Decimal | None
+    ttft: Latency = field(default_factory=Latency)
+    e2e: Latency = field(default_factory=Latency)
+
+
+@dataclass(frozen=True, slots=True)
+class HostRow:
+    host: str
+    cost_usd: Decimal
+    useful_tokens: float
+    cost_per_million_tokens_usd: Decimal | None
+    previous_cost_per_million_tokens_usd: Decimal | None
+    gpu_hours: float
+    utilization_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    host: str
+    gpu_uuid: str
+    gpu_index: str
+    gpu_name: str | None  # from gpuwatch_gpu_info, when known
+    cost_usd: Decimal
+    idle_cost_usd: Decimal
+    observed_hours: float
+    busy_hours: float
+    utilization_ratio: float | None
+    vram_peak_bytes: float | None  # the highest memory used seen in the period
+    vram_total_bytes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRow:
+    """One rule's alerts that fired in the period: how many times, and for how long in total
+    (firing time clipped to the period; still firing counts up to the period's end)."""
+
+    rule: str
+    count: int
+    firing_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueIncident:
+    """A QueueGrowing alert that fired in the period."""
+
+    host: str
+    target: str
+    model: str
+    fired_at: datetime
+    resolved_at: datetime | None
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    monthly_usd: Decimal | None  # None: no budget configured
+    month: str  # "YYYY-MM" the figures are for (the period's last month)
+    spent_usd: Decimal  # month to date at the period's end (billed where larger)
+    used_ratio: float | None
+    forecast_usd: Decimal  # month-end at the last 24 h's pace
+    forecast_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """One concrete change, with the numbers that justify it. ``kind``: "serverless", "api",
+    "pod" (keep the pod), "smaller_gpu" or "consolidate"."""
+
+    kind: str
+    title: str
+    detail: str
+    saving_usd_per_month: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DailySpend:
+    day: date  # in the period's timezone
+    busy_usd: Decimal
+    idle_usd: Decimal  # the cost of the time the GPUs were not busy
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDay:
+    model: str
+    day: date
+    cost_per_million_tokens_usd: Decimal | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDay:
+    host: str
+    gpu_uuid: str
+    gpu_index: str
+    day: date
+    utilization_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    generated_at: datetime
+    period: Period
+    previous_period: Period
+    hosts_filter: tuple[str, ...]  # empty: every host
+    models_filter: tuple[str, ...]  # empty: every model
+    useful_tokens_rule: str  # "output" or "output+prompt"
+    totals: Totals
+    spend_sources: tuple[SpendSource, ...]
+    models: tuple[ModelRow, ...]
+    hosts: tuple[HostRow, ...]
+    gpus: tuple[GpuRow, ...]
+    top_waste: tuple[GpuRow, ...]  # the five GPUs with the highest idle cost
+    alerts: tuple[AlertRow, ...]
+    queue_incidents: tuple[QueueIncident, ...]
+    budget: Budget
+    recommendations: tuple[Recommendation, ...]
+    daily_spend: tuple[DailySpend, ...]
+    model_days: tuple[ModelDay, ...]
+    gpu_days: tuple[GpuDay, ...]
+    schema_version: int = SCHEMA_VERSION

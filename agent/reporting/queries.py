@@ -1,0 +1,379 @@
+"""The report's database reads: what a window of time holds, summed by the database.
+
+A window is read the way :func:`agent.cost.summarize.summarize` reads one: per host, hour rows up
+to its hour watermark and minute rows for the rest, summed by the database; never raw samples.
+:class:`Window` holds the cost ledger (``gpu_usage``, ``gpu_allocations``) and the token counters'
+restart-safe increases from the rollups (``increase``), per local day of the period: the database
+groups them by day (the configured time zone). Hour rows belong to the day their hour starts in;
+in a zone whose offset is not whole hours, the half hour around midnight is counted in the day
+the hour starts in.
+
+Beside the window: the histogram buckets' increases and the VRAM gauges' highest ``max``
+(:func:`gauges`), the GPU names from ``gpuwatch_gpu_info`` (:func:`gpu_names`), the
+``alert_history`` rows firing at some time in the period (:func:`history`: fired before its
+end, not resolved before its start), and the providers' ``cost_records`` of kind billed whose
+charge starts in the period, per source (:func:`billed_by_source`, USD only).
+
+:class:`Wanted` is the report's filters. ``hosts`` restricts every read to those hosts; the
+``models`` filter is applied to the latency buckets here and to the rest by
+:mod:`agent.reporting.figures`, which needs every model's tokens to share cost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Select, case, func, literal, select, union_all
+
+from agent.cost.billing import billed
+from agent.cost.summarize import (
+    OUTPUT,
+    PROMPT,
+    PROMPT_COMPUTED,
+    REQUESTS,
+    Split,
+    TokenKey,
+    Tokens,
+    series_ranges,
+    tokens_by_target,
+)
+from agent.reporting.model import Period
+from migrations.schema import (
+    UtcDateTime,
+    alert_history,
+    gpu_allocations,
+    gpu_usage,
+    rollups,
+    series,
+)
+
+TTFT = "gpuwatch_engine_ttft_seconds_bucket"
+E2E = "gpuwatch_engine_e2e_latency_seconds_bucket"
+MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
+MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
+GPU_INFO = "gpuwatch_gpu_info"
+TOKEN_METRICS = (OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)
+
+GpuKey = tuple[str, str]  # (host, gpu_uuid)
+TargetKey = tuple[str, str]  # (host, target)
+
+
+# -- what to keep ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """The report's filters: the hosts and models it is about."""
+
+    hosts: frozenset[str]  # empty: every host
+    models: frozenset[str]  # empty: every model
+
+    @property
+    def any(self) -> bool:
+        return bool(self.hosts or self.models)
+
+    def model(self, model: str) -> bool:
+        return not self.models or model in self.models
+
+    def keeps_alert(
+        self, alert: Alert, targets: frozenset[TargetKey], gpus: frozenset[GpuKey]
+    ) -> bool:
+        labels = alert.labels
+        host = labels.get("host") or (alert.scope if alert.scope != "fleet" else None)
+        if self.hosts and host not in self.hosts:
+            return False
+        if not self.models:
+            return True
+        if "model" in labels:
+            return labels["model"] in self.models
+        if "target" in labels:
+            return (host or "", labels["target"]) in targets
+        return "gpu_uuid" in labels and (host or "", labels["gpu_uuid"]) in gpus
+
+
+# -- reading a window -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A GPU's metered sums from the cost ledger (``gpu_usage``)."""
+
+    index: str = ""
+    cost: Decimal = Decimal(0)
+    idle: Decimal = Decimal(0)
+    observed: float = 0.0
+    busy: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.index or other.index,
+            self.cost + other.cost,
+            self.idle + other.idle,
+            self.observed + other.observed,
+            self.busy + other.busy,
+        )
+
+    @property
+    def utilization(self) -> float | None:
+        return self.busy / self.observed if self.observed else None
+
+
+@dataclass(frozen=True, slots=True)
+class Allocated:
+    """A target's sums on a GPU from the cost ledger (``gpu_allocations``)."""
+
+    cost: Decimal = Decimal(0)
+    seconds: float = 0.0
+    busy: float = 0.0
+
+    def __add__(self, other: Allocated) -> Allocated:
+        return Allocated(
+            self.cost + other.cost, self.seconds + other.seconds, self.busy + other.busy
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A period's sums as the database returns them, per local day (index into the period's
+    days; a single day 0 for the previous period)."""
+
+    split: Split
+    usage: Mapping[GpuKey, Mapping[int, Usage]]
+    allocations: Mapping[tuple[str, str, str], Mapping[int, Allocated]]  # host, gpu, target
+    tokens: Mapping[int, Mapping[TokenKey, Tokens]]
+
+    @classmethod
+    def read(
+        cls,
+        conn: Connection,
+        start: datetime,
+        end: datetime,
+        wanted: Wanted,
+        day_starts: Sequence[datetime],
+    ) -> Window:
+        split = Split.read(conn, start, end)
+        return cls(
+            split,
+            _usage(conn, split, wanted, day_starts),
+            _allocations(conn, split, wanted, day_starts),
+            _tokens(conn, split, wanted, day_starts),
+        )
+
+
+def _day_of(column: Any, day_starts: Sequence[datetime]) -> Any:
+    """The index of the local day a row's start falls in, computed by the database."""
+    if len(day_starts) < 2:
+        return literal(0)
+    whens = [(column < literal(at, UtcDateTime()), i) for i, at in enumerate(day_starts[1:])]
+    return case(*whens, else_=len(day_starts) - 1)
+
+
+def _grouped(inner: Select[Any], keys: Sequence[str], sums: Mapping[str, str]) -> Select[Any]:
+    """``inner``'s rows aggregated per ``keys`` (``sums``: column -> "sum" or "max"): an outer
+    query, so that GROUP BY names plain columns (PostgreSQL does not match a CASE repeated
+    with fresh bind parameters)."""
+    sub = inner.subquery()
+    columns = [sub.c[k] for k in keys]
+    aggregates = [getattr(func, fn)(sub.c[name]).label(name) for name, fn in sums.items()]
+    return select(*columns, *aggregates).group_by(*columns)
+
+
+def _usage(
+    conn: Connection, split: Split, wanted: Wanted, day_starts: Sequence[datetime]
+) -> dict[GpuKey, dict[int, Usage]]:
+    t = gpu_usage.c
+    inner = select(
+        t.host, t.gpu_uuid, t.gpu_index, _day_of(t.start, day_starts).label("day"),
+        t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds,
+    ).where(split.rows(gpu_usage, t.host))  # fmt: skip
+    if wanted.hosts:
+        inner = inner.where(t.host.in_(sorted(wanted.hosts)))
+    query = _grouped(inner, ("host", "gpu_uuid", "day"), {
+        "gpu_index": "max", "cost_usd": "sum", "idle_cost_usd": "sum",
+        "observed_seconds": "sum", "busy_seconds": "sum"})  # fmt: skip
+    out: dict[GpuKey, dict[int, Usage]] = defaultdict(dict)
+    for r in conn.execute(query).mappings():
+        out[(r["host"], r["gpu_uuid"])][r["day"]] = Usage(
+            r["gpu_index"], _money(r["cost_usd"]), _money(r["idle_cost_usd"]),
+            r["observed_seconds"] or 0.0, r["busy_seconds"] or 0.0,
+        )  # fmt: skip
+    return out
+
+
+def _allocations(
+    conn: Connection, split: Split, wanted: Wanted, day_starts: Sequence[datetime]
+) -> dict[tuple[str, str, str], dict[int, Allocated]]:
+    t = gpu_allocations.c
+    inner = select(
+        t.host, t.gpu_uuid, t.target, _day_of(t.start, day_starts).label("day"),
+        t.cost_usd, t.seconds, t.busy_seconds,
+    ).where(split.rows(gpu_allocations, t.host))  # fmt: skip
+    if wanted.hosts:
+        inner = inner.where(t.host.in_(sorted(wanted.hosts)))
+    sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum"}
+    query = _grouped(inner, ("host", "gpu_uuid", "target", "day"), sums)
+    out: dict[tuple[str, str, str], dict[int, Allocated]] = defaultdict(dict)
+    for r in conn.execute(query).mappings():
+        out[(r["host"], r["gpu_uuid"], r["target"])][r["day"]] = Allocated(
+            _money(r["cost_usd"]), r["seconds"] or 0.0, r["busy_seconds"] or 0.0
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    host: str
+    metric: str
+    labels_json: str
+    labels: Mapping[str, str]
+
+
+def _series(conn: Connection, metrics: Sequence[str], wanted: Wanted) -> dict[int, _Series]:
+    query = select(series.c.id, series.c.host, series.c.metric, series.c.labels).where(
+        series.c.metric.in_(metrics)
+    )
+    if wanted.hosts:
+        query = query.where(series.c.host.in_(sorted(wanted.hosts)))
+    return {
+        sid: _Series(host, metric, labels, json.loads(labels))
+        for sid, host, metric, labels in conn.execute(query)
+    }
+
+
+def _series_sums(
+    conn: Connection,
+    split: Split,
+    wanted: Mapping[int, _Series],
+    day_starts: Sequence[datetime],
+) -> dict[tuple[int, int], tuple[float | None, float | None]]:
+    """(series id, day) -> (sum of increase, max of max) over the window, for the wanted series
+    only (agent.cost.summarize.series_ranges: primary-key ranges per series), each range summed
+    by the database and the few partial sums added here. Without days, rows are grouped by
+    series id alone, in the key's order: a computed day column would make the database sort
+    them."""
+    r = rollups.c
+    parts = []
+    for condition in series_ranges(split, {sid: s.host for sid, s in wanted.items()}):
+        if len(day_starts) > 1:
+            inner = select(r.series_id, _day_of(r.start, day_starts).label("day"), r.increase,
+                           r.max).where(condition)  # fmt: skip
+            parts.append(_grouped(inner, ("series_id", "day"),
+                                  {"increase": "sum", "max": "max"}))  # fmt: skip
+        else:
+            parts.append(
+                select(r.series_id, literal(0), func.sum(r.increase), func.max(r.max))
+                .where(condition)
+                .group_by(r.series_id)
+            )
+    out: dict[tuple[int, int], tuple[float | None, float | None]] = {}
+    for sid, day, increase, highest in conn.execute(union_all(*parts)) if parts else ():
+        total, peak = out.get((sid, day), (None, None))
+        out[(sid, day)] = (_plus(total, increase), _max(peak, highest))
+    return out
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _tokens(
+    conn: Connection, split: Split, wanted: Wanted, day_starts: Sequence[datetime]
+) -> dict[int, dict[TokenKey, Tokens]]:
+    meta = _series(conn, TOKEN_METRICS, wanted)
+    per_day: dict[int, list[tuple[str, str, str, float | None]]] = defaultdict(list)
+    for (sid, day), (increase, _) in _series_sums(conn, split, meta, day_starts).items():
+        s = meta[sid]
+        per_day[day].append((s.host, s.metric, s.labels_json, increase))
+    return {day: tokens_by_target(rows) for day, rows in per_day.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """Histogram bucket increases per (model, kind) and VRAM per GPU, over the window."""
+
+    buckets: Mapping[tuple[str, str], Mapping[float, float]]  # (model, "ttft"|"e2e") -> le -> n
+    vram_peak: Mapping[GpuKey, float]
+    vram_total: Mapping[GpuKey, float]
+
+
+def gauges(conn: Connection, split: Split, wanted: Wanted) -> Gauges:
+    meta = _series(conn, (TTFT, E2E, MEMORY_USED, MEMORY_TOTAL), wanted)
+    meta = {sid: s for sid, s in meta.items() if "mig_instance" not in s.labels}
+    buckets: dict[tuple[str, str], dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    peak: dict[GpuKey, float] = {}
+    total: dict[GpuKey, float] = {}
+    for (sid, _), (increase, highest) in _series_sums(conn, split, meta, ()).items():
+        s = meta[sid]
+        if s.metric in (TTFT, E2E):
+            model, le = s.labels.get("model", ""), s.labels.get("le")
+            if le is not None and increase is not None and wanted.model(model):
+                kind = "ttft" if s.metric == TTFT else "e2e"
+                buckets[(model, kind)][float(le)] += increase
+            continue
+        key = (s.host, s.labels.get("gpu_uuid", ""))
+        into = peak if s.metric == MEMORY_USED else total
+        if highest is not None:
+            into[key] = max(into.get(key, highest), highest)
+    return Gauges(buckets, peak, total)
+
+
+def gpu_names(conn: Connection, wanted: Wanted) -> dict[GpuKey, str]:
+    out: dict[GpuKey, str] = {}
+    for s in _series(conn, (GPU_INFO,), wanted).values():
+        name = s.labels.get("gpu_name")
+        if name and "mig_instance" not in s.labels:
+            out[(s.host, s.labels.get("gpu_uuid", ""))] = name
+    return out
+
+
+def _money(value: Any) -> Decimal:
+    if value is None:
+        return Decimal(0)
+    return value if isinstance(value, Decimal) else Decimal(repr(value))
+
+
+# -- alerts ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """An ``alert_history`` row."""
+
+    scope: str
+    rule: str
+    labels: Mapping[str, str]
+    fired_at: datetime
+    resolved_at: datetime | None
+    summary: str
+
+
+def history(conn: Connection, period: Period) -> list[Alert]:
+    t = alert_history.c
+    query = (
+        select(t.scope, t.rule, t.labels, t.fired_at, t.resolved_at, t.summary)
+        .where(t.fired_at < period.end)
+        .where(t.resolved_at.is_(None) | (t.resolved_at > period.start))
+        .order_by(t.fired_at, t.id)
+    )
+    return [
+        Alert(scope, rule, json.loads(labels), fired, resolved, summary)
+        for scope, rule, labels, fired, resolved, summary in conn.execute(query)
+    ]
+
+
+# -- billed spend ---------------------------------------------------------------------------------
+
+
+def billed_by_source(engine: Engine, period: Period) -> dict[str, Decimal]:
+    amounts = billed(engine, period.start, period.end)
+    return {source: amount for (source, currency), amount in amounts.items() if currency == "USD"}

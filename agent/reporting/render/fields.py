@@ -1,0 +1,203 @@
+"""Every figure of a Report as named cells, in JSON key order.
+
+JSON dumps these records whole; the tabular formats pick columns from them by key. Both go
+through the same cells, so a figure has one rounding and one name (the JSON key, which is also
+the CSV header) wherever it appears.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent.reporting.model import (
+    AlertRow,
+    Budget,
+    DailySpend,
+    GpuDay,
+    GpuRow,
+    HostRow,
+    ModelDay,
+    ModelRow,
+    Period,
+    QueueIncident,
+    Recommendation,
+    Report,
+    SpendSource,
+    Totals,
+)
+from agent.reporting.render.values import Cell, Kind, change_ratio
+
+Record = dict[str, Cell]
+
+
+def zone_of(report: Report) -> ZoneInfo:
+    """The zone the report is read in; an unknown name (not expected) falls back to UTC."""
+    try:
+        return ZoneInfo(report.period.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def local(moment: datetime | None, zone: ZoneInfo) -> datetime | None:
+    """Storage is UTC (naive values are taken as UTC); reports read in the configured zone."""
+    if moment is None:
+        return None
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return aware.astimezone(zone)
+
+
+def period_record(period: Period, zone: ZoneInfo) -> Record:
+    return {
+        "start": Cell(Kind.TIME, local(period.start, zone)),
+        "end": Cell(Kind.TIME, local(period.end, zone)),
+        "label": Cell(Kind.TEXT, period.label),
+        "timezone": Cell(Kind.TEXT, period.timezone),
+    }
+
+
+def totals_record(t: Totals) -> Record:
+    per_m, previous = t.cost_per_million_tokens_usd, t.previous_cost_per_million_tokens_usd
+    return {
+        "spend_usd": Cell(Kind.USD, t.spend_usd),
+        "metered_usd": Cell(Kind.USD, t.metered_usd),
+        "billed_usd": Cell(Kind.USD, t.billed_usd, "no billing records"),
+        "useful_tokens": Cell(Kind.COUNT, t.useful_tokens),
+        "output_tokens": Cell(Kind.COUNT, t.output_tokens),
+        "total_tokens": Cell(Kind.COUNT, t.total_tokens),
+        "requests": Cell(Kind.COUNT, t.requests),
+        "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, per_m),
+        "previous_cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, previous),
+        "cost_per_million_tokens_change_ratio": Cell(Kind.CHANGE, change_ratio(per_m, previous)),
+        "gpu_hours": Cell(Kind.HOURS, t.gpu_hours),
+        "busy_gpu_hours": Cell(Kind.HOURS, t.busy_gpu_hours),
+        "idle_loaded_gpu_hours": Cell(Kind.HOURS, t.idle_loaded_gpu_hours),
+        "unallocated_gpu_hours": Cell(Kind.HOURS, t.unallocated_gpu_hours),
+        "utilization_ratio": Cell(Kind.RATIO, t.utilization_ratio),
+        "idle_cost_usd": Cell(Kind.USD, t.idle_cost_usd),
+    }
+
+
+def spend_source_record(s: SpendSource) -> Record:
+    return {
+        "source": Cell(Kind.TEXT, s.source),
+        "kind": Cell(Kind.TEXT, s.kind),
+        "spend_usd": Cell(Kind.USD, s.usd),
+    }
+
+
+def model_record(m: ModelRow) -> Record:
+    per_m, previous = m.cost_per_million_tokens_usd, m.previous_cost_per_million_tokens_usd
+    record: Record = {
+        "model": Cell(Kind.TEXT, m.model),
+        "requests": Cell(Kind.COUNT, m.requests),
+        "useful_tokens": Cell(Kind.COUNT, m.useful_tokens),
+        "output_tokens": Cell(Kind.COUNT, m.output_tokens),
+        "total_tokens": Cell(Kind.COUNT, m.total_tokens),
+        "cost_usd": Cell(Kind.USD, m.cost_usd),
+        "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, per_m),
+        "previous_cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, previous),
+        "cost_per_million_tokens_change_ratio": Cell(Kind.CHANGE, change_ratio(per_m, previous)),
+    }
+    for name, latency in (("ttft", m.ttft), ("e2e", m.e2e)):
+        record[f"p50_{name}_seconds"] = Cell(Kind.SECONDS, latency.p50_seconds)
+        record[f"p95_{name}_seconds"] = Cell(Kind.SECONDS, latency.p95_seconds)
+        record[f"p99_{name}_seconds"] = Cell(Kind.SECONDS, latency.p99_seconds)
+        record[f"{name}_observations"] = Cell(Kind.COUNT, latency.count)
+    return record
+
+
+def host_record(h: HostRow) -> Record:
+    per_m, previous = h.cost_per_million_tokens_usd, h.previous_cost_per_million_tokens_usd
+    return {
+        "host": Cell(Kind.TEXT, h.host),
+        "gpu_hours": Cell(Kind.HOURS, h.gpu_hours),
+        "utilization_ratio": Cell(Kind.RATIO, h.utilization_ratio),
+        "cost_usd": Cell(Kind.USD, h.cost_usd),
+        "useful_tokens": Cell(Kind.COUNT, h.useful_tokens),
+        "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, per_m),
+        "previous_cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, previous),
+        "cost_per_million_tokens_change_ratio": Cell(Kind.CHANGE, change_ratio(per_m, previous)),
+    }
+
+
+def gpu_record(g: GpuRow) -> Record:
+    return {
+        "host": Cell(Kind.TEXT, g.host),
+        "gpu_uuid": Cell(Kind.TEXT, g.gpu_uuid),
+        "gpu_index": Cell(Kind.TEXT, g.gpu_index),
+        "gpu_name": Cell(Kind.TEXT, g.gpu_name, "unknown"),
+        "cost_usd": Cell(Kind.USD, g.cost_usd),
+        "idle_cost_usd": Cell(Kind.USD, g.idle_cost_usd),
+        "observed_hours": Cell(Kind.HOURS, g.observed_hours),
+        "busy_hours": Cell(Kind.HOURS, g.busy_hours),
+        "utilization_ratio": Cell(Kind.RATIO, g.utilization_ratio),
+        "vram_peak_bytes": Cell(Kind.BYTES, g.vram_peak_bytes),
+        "vram_total_bytes": Cell(Kind.BYTES, g.vram_total_bytes),
+    }
+
+
+def alert_record(a: AlertRow) -> Record:
+    return {
+        "rule": Cell(Kind.TEXT, a.rule),
+        "count": Cell(Kind.COUNT, a.count),
+        "firing_seconds": Cell(Kind.DURATION, a.firing_seconds),
+    }
+
+
+def incident_record(q: QueueIncident, zone: ZoneInfo) -> Record:
+    return {
+        "fired_at": Cell(Kind.TIME, local(q.fired_at, zone)),
+        "resolved_at": Cell(Kind.TIME, local(q.resolved_at, zone), "still firing"),
+        "host": Cell(Kind.TEXT, q.host),
+        "target": Cell(Kind.TEXT, q.target),
+        "model": Cell(Kind.TEXT, q.model),
+        "summary": Cell(Kind.TEXT, q.summary),
+    }
+
+
+def budget_record(b: Budget) -> Record:
+    return {
+        "month": Cell(Kind.TEXT, b.month),
+        "monthly_usd": Cell(Kind.USD, b.monthly_usd, "none configured"),
+        "spent_usd": Cell(Kind.USD, b.spent_usd),
+        "used_ratio": Cell(Kind.RATIO, b.used_ratio),
+        "forecast_usd": Cell(Kind.USD, b.forecast_usd),
+        "forecast_ratio": Cell(Kind.RATIO, b.forecast_ratio),
+    }
+
+
+def recommendation_record(r: Recommendation) -> Record:
+    return {
+        "kind": Cell(Kind.TEXT, r.kind),
+        "title": Cell(Kind.TEXT, r.title),
+        "detail": Cell(Kind.TEXT, r.detail),
+        "saving_usd_per_month": Cell(Kind.USD, r.saving_usd_per_month),
+    }
+
+
+def daily_spend_record(d: DailySpend) -> Record:
+    return {
+        "day": Cell(Kind.DAY, d.day),
+        "busy_usd": Cell(Kind.USD, d.busy_usd),
+        "idle_usd": Cell(Kind.USD, d.idle_usd),
+        "total_usd": Cell(Kind.USD, d.busy_usd + d.idle_usd),
+    }
+
+
+def model_day_record(m: ModelDay) -> Record:
+    return {
+        "model": Cell(Kind.TEXT, m.model),
+        "day": Cell(Kind.DAY, m.day),
+        "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, m.cost_per_million_tokens_usd),
+    }
+
+
+def gpu_day_record(g: GpuDay) -> Record:
+    return {
+        "host": Cell(Kind.TEXT, g.host),
+        "gpu_uuid": Cell(Kind.TEXT, g.gpu_uuid),
+        "gpu_index": Cell(Kind.TEXT, g.gpu_index),
+        "day": Cell(Kind.DAY, g.day),
+        "utilization_ratio": Cell(Kind.RATIO, g.utilization_ratio),
+    }

@@ -1,0 +1,310 @@
+"""The report as titled sections of rows and columns: what the table, CSV, markdown and HTML
+formats lay out, each in its own way, from the same cells.
+
+Column keys are JSON keys (and CSV headers); labels are what people read. Sections keep the
+columns that fit a 100-column terminal; JSON has every field (see :mod:`.fields`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TypeVar
+
+from agent.reporting.model import Report
+from agent.reporting.render import fields
+from agent.reporting.render.fields import Record
+from agent.reporting.render.values import Cell, Kind
+
+T = TypeVar("T")
+
+
+class Layout(Enum):
+    GRID = "grid"  # a table with a header row
+    PAIRS = "pairs"  # figure / value lines (the summary, the budget)
+    NOTES = "notes"  # numbered paragraphs for people (recommendations); a grid in CSV
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    numeric: bool = True  # right-aligned
+    shrink: bool = False  # the terminal table may cut this text column short to fit
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    key: str  # "# key" in CSV, the id of the HTML table
+    title: str
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    empty: str = "none in this period"
+    layout: Layout = Layout.GRID
+    note: str = ""  # one line under the heading
+    daily: bool = False  # a daily series: in CSV and HTML only (table and markdown summarise)
+
+
+def _text(key: str, label: str, shrink: bool = True) -> Column:
+    return Column(key, label, numeric=False, shrink=shrink)
+
+
+def _grid(
+    key: str,
+    title: str,
+    columns: Sequence[Column],
+    records: Iterable[Record],
+    *,
+    note: str = "",
+    layout: Layout = Layout.GRID,
+    empty: str = "none in this period",
+    daily: bool = False,
+) -> Section:
+    rows = tuple(tuple(record[c.key] for c in columns) for record in records)
+    return Section(key, title, tuple(columns), rows, empty, layout, note, daily)
+
+
+PAIR_COLUMNS = (_text("figure", "figure", shrink=False), Column("value", "value"))
+
+
+def _pairs(key: str, title: str, record: Record, labels: dict[str, str], note: str = "") -> Section:
+    rows = tuple((Cell(Kind.LABEL, (k, labels[k])), record[k]) for k in labels)
+    return Section(key, title, PAIR_COLUMNS, rows, layout=Layout.PAIRS, note=note)
+
+
+def _each(items: Iterable[T], make: Callable[[T], Record]) -> list[Record]:
+    return [make(item) for item in items]
+
+
+def meta_section(report: Report) -> Section:
+    """What the report is about; CSV's first section (the other formats have a header)."""
+    zone = fields.zone_of(report)
+    record: Record = {
+        "schema_version": Cell(Kind.COUNT, report.schema_version),
+        "generated_at": Cell(Kind.TIME, fields.local(report.generated_at, zone)),
+        **{f"period_{k}": v for k, v in fields.period_record(report.period, zone).items()},
+        **{
+            f"previous_period_{k}": v
+            for k, v in fields.period_record(report.previous_period, zone).items()
+            if k != "timezone"
+        },
+        "hosts_filter": Cell(Kind.TEXT, ", ".join(report.hosts_filter)),
+        "models_filter": Cell(Kind.TEXT, ", ".join(report.models_filter)),
+        "useful_tokens_rule": Cell(Kind.TEXT, report.useful_tokens_rule),
+    }
+    return _pairs("report", "Report", record, {k: k.replace("_", " ") for k in record})
+
+
+SUMMARY_LABELS = {
+    "spend_usd": "spend",
+    "metered_usd": "metered (rate card x GPU time)",
+    "billed_usd": "billed by providers",
+    "useful_tokens": "useful tokens",
+    "output_tokens": "output tokens",
+    "total_tokens": "total tokens",
+    "requests": "requests",
+    "cost_per_million_tokens_usd": "cost per million useful tokens",
+    "previous_cost_per_million_tokens_usd": "the same, previous period",
+    "cost_per_million_tokens_change_ratio": "change vs previous period",
+    "gpu_hours": "GPU hours",
+    "busy_gpu_hours": "busy GPU hours",
+    "idle_loaded_gpu_hours": "idle but loaded GPU hours",
+    "unallocated_gpu_hours": "unallocated GPU hours",
+    "utilization_ratio": "utilization",
+    "idle_cost_usd": "idle cost",
+}
+
+BUDGET_LABELS = {
+    "month": "month",
+    "monthly_usd": "monthly budget",
+    "spent_usd": "spent, month to date",
+    "used_ratio": "budget used",
+    "forecast_usd": "month-end forecast",
+    "forecast_ratio": "forecast vs budget",
+}
+
+_PER_M = (
+    Column("cost_per_million_tokens_usd", "$/M tokens"),
+    Column("previous_cost_per_million_tokens_usd", "previous"),
+    Column("cost_per_million_tokens_change_ratio", "vs previous"),
+)
+_GPU = (_text("host", "host"), Column("gpu_index", "#"), _text("gpu_uuid", "GPU UUID"))
+
+
+def sections(report: Report) -> list[Section]:
+    """Every section, in reading order; the daily series last."""
+    return [
+        _summary(report),
+        _spend_sources(report),
+        _models(report),
+        _hosts(report),
+        _gpus(report),
+        _top_waste(report),
+        _latency(report),
+        _alerts(report),
+        _queue_incidents(report),
+        _pairs("budget", "Budget", fields.budget_record(report.budget), BUDGET_LABELS),
+        _recommendations(report),
+        *daily_sections(report),
+    ]
+
+
+def _summary(report: Report) -> Section:
+    record = fields.totals_record(report.totals)
+    note = f"useful tokens counted as {report.useful_tokens_rule}"
+    return _pairs("summary", "Summary", record, SUMMARY_LABELS, note)
+
+
+def _spend_sources(report: Report) -> Section:
+    columns = (
+        _text("source", "source"),
+        _text("kind", "kind", False),
+        Column("spend_usd", "spend"),
+    )
+    records = _each(report.spend_sources, fields.spend_source_record)
+    return _grid("spend_sources", "Spend by source", columns, records)
+
+
+def _models(report: Report) -> Section:
+    columns = (
+        _text("model", "model"),
+        Column("requests", "requests"),
+        Column("useful_tokens", "useful tokens"),
+        Column("cost_usd", "cost"),
+        *_PER_M,
+    )
+    records = _each(report.models, fields.model_record)
+    note = f"previous period: {report.previous_period.label}"
+    return _grid("models", "Models", columns, records, note=note)
+
+
+def _hosts(report: Report) -> Section:
+    columns = (
+        _text("host", "host"),
+        Column("gpu_hours", "GPU hours"),
+        Column("utilization_ratio", "util"),
+        Column("cost_usd", "cost"),
+        *_PER_M,
+    )
+    records = _each(report.hosts, fields.host_record)
+    note = f"previous period: {report.previous_period.label}"
+    return _grid("hosts", "Hosts", columns, records, note=note)
+
+
+def _gpus(report: Report) -> Section:
+    columns = (
+        *_GPU,
+        _text("gpu_name", "model"),
+        Column("observed_hours", "hours"),
+        Column("busy_hours", "busy h"),
+        Column("utilization_ratio", "util"),
+        Column("cost_usd", "cost"),
+        Column("idle_cost_usd", "idle cost"),
+        Column("vram_peak_bytes", "VRAM peak"),
+    )
+    records = _each(report.gpus, fields.gpu_record)
+    note = "hours observed, hours busy, and what the time not busy cost"
+    return _grid("gpus", "GPU time", columns, records, note=note)
+
+
+def _top_waste(report: Report) -> Section:
+    columns = (
+        *_GPU,
+        Column("idle_cost_usd", "idle cost"),
+        Column("cost_usd", "cost"),
+        Column("utilization_ratio", "util"),
+        Column("observed_hours", "hours"),
+    )
+    records = _each(report.top_waste, fields.gpu_record)
+    note = "the GPUs whose idle time cost the most"
+    return _grid("top_waste", "Top waste", columns, records, note=note)
+
+
+def _latency(report: Report) -> Section:
+    quantiles = tuple(
+        Column(f"p{q}_{name}_seconds", f"{name.upper()} p{q}")
+        for name in ("ttft", "e2e")
+        for q in (50, 95, 99)
+    )
+    records = _each(report.models, fields.model_record)
+    note = "seconds; quantiles from the engines' histograms over the period"
+    return _grid("latency", "Latency", (_text("model", "model"), *quantiles), records, note=note)
+
+
+def _alerts(report: Report) -> Section:
+    columns = (
+        _text("rule", "rule"),
+        Column("count", "times fired"),
+        Column("firing_seconds", "firing for"),
+    )
+    return _grid("alerts", "Alerts", columns, _each(report.alerts, fields.alert_record))
+
+
+def _queue_incidents(report: Report) -> Section:
+    zone = fields.zone_of(report)
+    columns = (
+        Column("fired_at", "fired", numeric=False),
+        Column("resolved_at", "resolved", numeric=False),
+        _text("host", "host"),
+        _text("target", "target"),
+        _text("model", "model"),
+        _text("summary", "summary"),
+    )
+    records = [fields.incident_record(q, zone) for q in report.queue_incidents]
+    note = "QueueGrowing alerts: when another replica was needed"
+    return _grid("queue_incidents", "Queue incidents", columns, records, note=note)
+
+
+def _recommendations(report: Report) -> Section:
+    columns = (
+        _text("kind", "kind", False),
+        _text("title", "title"),
+        Column("saving_usd_per_month", "saving / month"),
+        _text("detail", "detail"),
+    )
+    records = _each(report.recommendations, fields.recommendation_record)
+    return _grid(
+        "recommendations",
+        "Recommendations",
+        columns,
+        records,
+        layout=Layout.NOTES,
+        empty="nothing to change",
+    )
+
+
+def daily_sections(report: Report) -> list[Section]:
+    """The daily series behind the HTML charts, long form (one row per day and series)."""
+    day = Column("day", "day", numeric=False)
+    spend = (
+        day,
+        Column("busy_usd", "busy"),
+        Column("idle_usd", "idle"),
+        Column("total_usd", "total"),
+    )
+    per_m = (_text("model", "model"), day, Column("cost_per_million_tokens_usd", "$/M tokens"))
+    util = (*_GPU, day, Column("utilization_ratio", "util"))
+    return [
+        _grid(
+            "daily_spend",
+            "Daily spend",
+            spend,
+            _each(report.daily_spend, fields.daily_spend_record),
+            daily=True,
+        ),
+        _grid(
+            "model_days",
+            "Daily cost per million tokens",
+            per_m,
+            _each(report.model_days, fields.model_day_record),
+            daily=True,
+        ),
+        _grid(
+            "gpu_days",
+            "Daily GPU utilization",
+            util,
+            _each(report.gpu_days, fields.gpu_day_record),
+            daily=True,
+        ),
+    ]

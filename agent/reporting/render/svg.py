@@ -1,0 +1,297 @@
+"""Inline SVG charts for the HTML report, drawn here from the daily series: no script, no
+library, no request. Each chart has a <title> and <desc> (read by screen readers) and every mark a
+<title> with its figure as the tables spell it; the HTML puts the data table under each chart.
+
+Colours are attributes, not CSS, so a chart copied out of the page keeps them; the series palette
+is Okabe-Ito (distinguishable with the common colour-vision deficiencies), dashed after 7 series.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from html import escape
+
+from agent.reporting.model import DailySpend, GpuDay, ModelDay
+from agent.reporting.render.values import Cell, Kind, text
+
+WIDTH = 960
+BUSY, IDLE = "#0072B2", "#D55E00"
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000")
+NO_DATA = "#d9d9d9"
+_LOW, _HIGH = (239, 243, 255), (8, 48, 107)  # the heatmap's 0 % and 100 %
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One line of the cost chart, for the legend."""
+
+    name: str
+    color: str
+    dashed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    left: float
+    top: float
+    width: float
+    height: float
+
+    @property
+    def bottom(self) -> float:
+        return self.top + self.height
+
+    def y(self, value: float, top_value: float) -> float:
+        return self.bottom - self.height * max(0.0, min(value, top_value)) / top_value
+
+
+def _f(number: float) -> str:
+    """A coordinate: one decimal is finer than a pixel and keeps the page small."""
+    return f"{number:.1f}"
+
+
+def _open(chart_id: str, height: float, title: str, desc: str) -> str:
+    return (
+        f'<svg class="chart" id="{chart_id}" viewBox="0 0 {WIDTH} {_f(height)}" '
+        f'width="{WIDTH}" height="{_f(height)}" role="img" '
+        f'aria-labelledby="{chart_id}-title {chart_id}-desc">'
+        f'<title id="{chart_id}-title">{escape(title)}</title>'
+        f'<desc id="{chart_id}-desc">{escape(desc)}</desc>'
+    )
+
+
+def scale(top: float, ticks: int = 4) -> tuple[float, float]:
+    """A round axis maximum >= top and its tick step (1, 2, 2.5 or 5 times a power of ten)."""
+    if not math.isfinite(top) or top <= 0:
+        return 1.0, 1.0 / ticks
+    raw = top / ticks
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for multiple in (1.0, 2.0, 2.5, 5.0, 10.0):
+        step = multiple * magnitude
+        if step * ticks >= top * (1 - 1e-9):
+            return step * ticks, step
+    return 10 * magnitude * ticks, 10 * magnitude  # not reached: 10 x magnitude always fits
+
+
+def _axis_usd(value: float) -> str:
+    spelled = f"{value:,.4f}".rstrip("0").rstrip(".")
+    return f"${spelled}"
+
+
+def _y_axis(plot: _Plot, top: float, step: float, unit: str) -> list[str]:
+    parts = []
+    ticks = round(top / step)
+    for i in range(ticks + 1):
+        value = step * i
+        y = _f(plot.y(value, top))
+        parts.append(
+            f'<line class="grid" x1="{_f(plot.left)}" x2="{_f(plot.left + plot.width)}" '
+            f'y1="{y}" y2="{y}" stroke="#ddd" stroke-width="1"/>'
+            f'<text x="{_f(plot.left - 6)}" y="{y}" text-anchor="end" '
+            f'dominant-baseline="middle">{escape(_axis_usd(value))}</text>'
+        )
+    parts.append(f'<text x="{_f(plot.left)}" y="{_f(plot.top - 8)}">{escape(unit)}</text>')
+    return parts
+
+
+def _x_labels(plot: _Plot, days: Sequence[date], x_of: dict[date, float]) -> list[str]:
+    every = max(1, math.ceil(len(days) / 10))
+    y = _f(plot.bottom + 16)
+    return [
+        f'<text x="{_f(x_of[day])}" y="{y}" text-anchor="middle">{day:%m-%d}</text>'
+        for day in days[::every]
+    ]
+
+
+def _usd(value: Decimal | None) -> str:
+    return text(Cell(Kind.USD, value))
+
+
+def spend_chart(days: Sequence[DailySpend]) -> str:
+    """Daily spend as stacked bars: busy time below, idle time above."""
+    plot = _Plot(left=80, top=28, width=WIDTH - 80 - 16, height=240)
+    totals = [max(Decimal(0), d.busy_usd) + max(Decimal(0), d.idle_usd) for d in days]
+    top, step = scale(float(max(totals, default=Decimal(0))))
+    slot = plot.width / max(1, len(days))
+    bar = slot * 0.72
+    x_of = {d.day: plot.left + (i + 0.5) * slot for i, d in enumerate(days)}
+    parts = [
+        _open(
+            "chart-spend",
+            plot.bottom + 32,
+            "Daily spend, busy and idle",
+            f"Stacked bars, one per day over {len(days)} days: the cost of busy GPU time below, "
+            "the cost of idle GPU time above. The table below has the figures.",
+        ),
+        *_y_axis(plot, top, step, "USD per day"),
+    ]
+    for d in days:
+        busy, idle = float(max(Decimal(0), d.busy_usd)), float(max(Decimal(0), d.idle_usd))
+        x = _f(x_of[d.day] - bar / 2)
+        y_busy, y_idle = plot.y(busy, top), plot.y(busy + idle, top)
+        label = f"{d.day}: busy {_usd(d.busy_usd)}, idle {_usd(d.idle_usd)}"
+        parts.append(
+            f"<g><title>{escape(label)}</title>"
+            f'<rect class="busy" x="{x}" y="{_f(y_busy)}" width="{_f(bar)}" '
+            f'height="{_f(plot.bottom - y_busy)}" fill="{BUSY}"/>'
+            f'<rect class="idle" x="{x}" y="{_f(y_idle)}" width="{_f(bar)}" '
+            f'height="{_f(y_busy - y_idle)}" fill="{IDLE}"/></g>'
+        )
+    parts += _x_labels(plot, [d.day for d in days], x_of)
+    parts += _swatches(plot, [("busy", BUSY), ("idle", IDLE)])
+    return "".join(parts) + "</svg>"
+
+
+def _swatches(plot: _Plot, entries: Sequence[tuple[str, str]]) -> list[str]:
+    parts, x = [], plot.left + plot.width - 80 * len(entries)
+    for name, color in entries:
+        y = _f(plot.top - 18)
+        parts.append(
+            f'<rect x="{_f(x)}" y="{y}" width="12" height="12" fill="{color}"/>'
+            f'<text x="{_f(x + 16)}" y="{_f(plot.top - 8)}">{escape(name)}</text>'
+        )
+        x += 80
+    return parts
+
+
+def series_of(names: Sequence[str]) -> list[Series]:
+    return [
+        Series(name, PALETTE[i % len(PALETTE)], dashed=i >= len(PALETTE))
+        for i, name in enumerate(names)
+    ]
+
+
+def cost_chart(model_days: Sequence[ModelDay], series: Sequence[Series]) -> str:
+    """Cost per million tokens, one line per model; a day without tokens breaks the line."""
+    plot = _Plot(left=80, top=28, width=WIDTH - 80 - 24, height=240)
+    days = sorted({m.day for m in model_days})
+    values = {
+        (m.model, m.day): m.cost_per_million_tokens_usd
+        for m in model_days
+        if m.cost_per_million_tokens_usd is not None
+    }
+    top, step = scale(float(max(values.values(), default=Decimal(0))))
+    slot = plot.width / max(1, len(days))
+    x_of = {day: plot.left + (i + 0.5) * slot for i, day in enumerate(days)}
+    parts = [
+        _open(
+            "chart-cost",
+            plot.bottom + 32,
+            "Cost per million useful tokens, per model, per day",
+            f"One line per model ({len(series)}) over {len(days)} days; a gap is a day without "
+            "tokens. The legend names the lines; the table below has the figures.",
+        ),
+        *_y_axis(plot, top, step, "USD per million useful tokens"),
+    ]
+    for s in series:
+        points = [(day, values.get((s.name, day))) for day in days]
+        parts.append(_line(s, points, plot, top, x_of))
+    parts += _x_labels(plot, days, x_of)
+    return "".join(parts) + "</svg>"
+
+
+def _line(
+    s: Series,
+    points: Sequence[tuple[date, Decimal | None]],
+    plot: _Plot,
+    top: float,
+    x_of: dict[date, float],
+) -> str:
+    path: list[str] = []
+    marks: list[str] = []
+    pen_down = False
+    for day, value in points:
+        if value is None:
+            pen_down = False
+            continue
+        x, y = _f(x_of[day]), _f(plot.y(float(value), top))
+        path.append(f"{'L' if pen_down else 'M'}{x} {y}")
+        pen_down = True
+        label = f"{s.name}, {day}: {text(Cell(Kind.USD_PER_M, value))}"
+        marks.append(f'<circle cx="{x}" cy="{y}" r="3" fill="{s.color}">')
+        marks.append(f"<title>{escape(label)}</title></circle>")
+    dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+    return (
+        f'<g><title>{escape(s.name)}</title><path class="line" d="{" ".join(path)}" '
+        f'fill="none" stroke="{s.color}" stroke-width="2"{dash}/>{"".join(marks)}</g>'
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuKey:
+    host: str
+    gpu_uuid: str
+    gpu_index: str
+
+
+def _heat(ratio: float) -> str:
+    t = max(0.0, min(1.0, ratio))
+    r, g, b = (round(lo + (hi - lo) * t) for lo, hi in zip(_LOW, _HIGH, strict=True))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heatmap(gpus: Sequence[GpuKey], gpu_days: Sequence[GpuDay]) -> str:
+    """Utilization per GPU (rows) and day (columns); grey where nothing was observed."""
+    days = sorted({g.day for g in gpu_days})
+    ratios = {
+        (GpuKey(g.host, g.gpu_uuid, g.gpu_index), g.day): g.utilization_ratio for g in gpu_days
+    }
+    label_width, row = 170.0, 22.0
+    plot = _Plot(left=label_width, top=28, width=WIDTH - label_width - 16, height=row * len(gpus))
+    cell = plot.width / max(1, len(days))
+    x_of = {day: plot.left + (i + 0.5) * cell for i, day in enumerate(days)}
+    parts = [
+        _open(
+            "chart-heatmap",
+            plot.bottom + 56,
+            "GPU utilization per day",
+            f"A grid of {len(gpus)} GPUs by {len(days)} days; darker is busier, grey is no data. "
+            "The table below has the figures.",
+        )
+    ]
+    for i, gpu in enumerate(gpus):
+        y = plot.top + i * row
+        name = f"{gpu.host} #{gpu.gpu_index}"
+        short = name if len(name) <= 24 else name[:23] + "…"
+        parts.append(
+            f'<text x="{_f(label_width - 8)}" y="{_f(y + row / 2)}" text-anchor="end" '
+            f'dominant-baseline="middle"><title>{escape(f"{name} {gpu.gpu_uuid}")}</title>'
+            f"{escape(short)}</text>"
+        )
+        for day in days:
+            ratio = ratios.get((gpu, day))
+            fill = NO_DATA if ratio is None or not math.isfinite(ratio) else _heat(ratio)
+            label = f"{name} ({gpu.gpu_uuid}), {day}: {text(Cell(Kind.RATIO, ratio, 'no data'))}"
+            parts.append(
+                f'<rect class="cell" x="{_f(x_of[day] - cell / 2)}" y="{_f(y)}" '
+                f'width="{_f(max(cell - 1, 0.5))}" height="{_f(row - 2)}" fill="{fill}">'
+                f"<title>{escape(label)}</title></rect>"
+            )
+    parts += [
+        f'<text x="{_f(x_of[day])}" y="{_f(plot.top - 8)}" text-anchor="middle">{day:%m-%d}</text>'
+        for day in days[:: max(1, math.ceil(len(days) / 10))]
+    ]
+    parts += _heat_legend(plot)
+    return "".join(parts) + "</svg>"
+
+
+def _heat_legend(plot: _Plot) -> list[str]:
+    y = plot.bottom + 16
+    parts = [f'<text x="{_f(plot.left)}" y="{_f(y + 11)}">utilization</text>']
+    x = plot.left + 80
+    for step in range(5):
+        ratio = step / 4
+        parts.append(
+            f'<rect x="{_f(x)}" y="{_f(y)}" width="28" height="14" fill="{_heat(ratio)}"/>'
+            f'<text x="{_f(x + 32)}" y="{_f(y + 11)}">{step * 25}%</text>'
+        )
+        x += 80
+    parts.append(
+        f'<rect x="{_f(x)}" y="{_f(y)}" width="28" height="14" fill="{NO_DATA}"/>'
+        f'<text x="{_f(x + 32)}" y="{_f(y + 11)}">no data</text>'
+    )
+    return parts

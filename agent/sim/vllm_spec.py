@@ -1,0 +1,256 @@
+"""The table machinery of the vLLM simulator: buckets, family specs and the family builder.
+
+Shared by both engine generations (vllm_v0.py, vllm_v1.py); what each version prints is in
+those modules, and vllm.py picks between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent.sim.expo import Family, Labels, Scalar, histogram
+from agent.sim.traffic import Gauges, Request
+
+Version = tuple[int, int, int]
+ALWAYS: Version = (0, 0, 0)
+NEVER: Version = (99, 0, 0)
+
+V0_TTFT = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+)
+TTFT = V0_TTFT + (20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+V0_TPOT = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+TPOT = V0_TPOT + (5.0, 7.5, 10.0, 20.0, 40.0, 80.0)  # also ITL and per-request TPOT
+V0_LATENCY = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+LATENCY = V0_LATENCY + (120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+ITERATION_TOKENS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+V0_CAPTURE_SIZES = (1, 2, 4) + tuple(8 * i for i in range(1, 33))  # V0 iteration_tokens
+N_PARAM = (1, 2, 5, 10, 20)
+PREEMPTIONS = (1, 2, 3, 4, 5, 10, 20)
+
+CACHE_CONFIG: Labels = (
+    ("block_size", "16"),
+    ("cache_dtype", "auto"),
+    ("enable_prefix_caching", "True"),
+    ("gpu_memory_utilization", "0.9"),
+    ("num_cpu_blocks", "2048"),
+    ("num_gpu_blocks", "27264"),
+    ("swap_space", "4"),
+)
+
+
+def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:
+    """vLLM's 1, 2, 5, 10, 20, 50, ... up to ``max_value`` (request token histograms)."""
+    out: list[int] = []
+    exponent = 0
+    while True:
+        for m in (1, 2, 5):
+            value = m * 10**exponent
+            if value > max_value:
+                return tuple(out)
+            out.append(value)
+        exponent += 1
+
+
+@dataclass(frozen=True)
+class Child:
+    """One model_name (x engine) child: its labels, requests and gauges."""
+
+    labels: Labels
+    requests: tuple[Request, ...]
+    gauges: Gauges
+
+    def observed(self, metric: str) -> tuple[float, ...]:
+        return tuple(v for r in self.requests for v in r.observations(metric))
+
+    def total(self, get: Callable[[Request], int]) -> float:
+        return float(sum(get(r) for r in self.requests))
+
+
+# A plain family's value for one child; the functions below are the ones the tables use.
+Value = Callable[[Child], float]
+
+
+def zero(c: Child) -> float:
+    return 0.0
+
+
+def running(c: Child) -> float:
+    return c.gauges.running
+
+
+def waiting(c: Child) -> float:
+    return c.gauges.waiting
+
+
+def kv_usage(c: Child) -> float:
+    return c.gauges.kv_usage
+
+
+def prompt(c: Child) -> float:
+    return c.total(lambda r: r.prompt_tokens)
+
+
+def cached(c: Child) -> float:
+    return c.total(lambda r: r.cached_tokens)
+
+
+def generated(c: Child) -> float:
+    return c.total(lambda r: r.generation_tokens)
+
+
+def preempted(c: Child) -> float:
+    return c.total(lambda r: r.preemptions)
+
+
+def hit_rate(c: Child) -> float:
+    queried = prompt(c)
+    return cached(c) / queried if queried else 0.0
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One plain family. Histograms name an observable and buckets (None: 1-2-5 buckets)."""
+
+    kind: str
+    name: str
+    help: str
+    value: Value = zero
+    observe: str = ""
+    buckets: tuple[float, ...] | None = None
+    since: Version = ALWAYS
+    until: Version = NEVER  # first version without it
+
+    def in_version(self, v: Version) -> bool:
+        return self.since <= v < self.until
+
+
+def gauge(
+    name: str, help_: str, value: Value = zero, since: Version = ALWAYS, until: Version = NEVER
+) -> Spec:
+    return Spec("gauge", name, help_, value, since=since, until=until)
+
+
+def counter(
+    name: str, help_: str, value: Value = zero, since: Version = ALWAYS, until: Version = NEVER
+) -> Spec:
+    return Spec("counter", name, help_, value, since=since, until=until)
+
+
+def hist(
+    name: str,
+    help_: str,
+    observe: str,
+    buckets: tuple[float, ...] | None,
+    since: Version = ALWAYS,
+    until: Version = NEVER,
+) -> Spec:
+    return Spec(
+        "histogram", name, help_, observe=observe, buckets=buckets, since=since, until=until
+    )
+
+
+H_PROMPT = "Number of prefill tokens processed."
+H_GENERATION = "Number of generation tokens processed."
+H_PREEMPT = "Cumulative number of preemption from the engine."
+H_TTFT = "Histogram of time to first token in seconds."
+H_TPOT = "Histogram of time per output token in seconds."
+H_QUEUE = "Histogram of time spent in WAITING phase for request."
+H_INFERENCE = "Histogram of time spent in RUNNING phase for request."
+H_PREFILL = "Histogram of time spent in PREFILL phase for request."
+H_DECODE = "Histogram of time spent in DECODE phase for request."
+H_ITERATION = "Histogram of number of tokens per engine_step."
+H_GPU_KV = "GPU KV-cache usage. 1 means 100 percent usage."
+
+# Request-parameter histograms, shared by V0 and V1 (1-2-5 buckets unless given).
+REQUEST_PARAMS = (
+    hist("vllm:request_prompt_tokens", H_PROMPT, "prompt_tokens", None),
+    hist("vllm:request_generation_tokens", H_GENERATION, "generation_tokens", None),
+    hist(
+        "vllm:request_max_num_generation_tokens",
+        "Histogram of maximum number of requested generation tokens.",
+        "max_tokens",
+        None,
+    ),
+    hist("vllm:request_params_n", "Histogram of the n request parameter.", "n", N_PARAM),
+    hist(
+        "vllm:request_params_max_tokens",
+        "Histogram of the max_tokens request parameter.",
+        "max_tokens",
+        None,
+    ),
+)
+
+
+class Builder:
+    """Collects the families of one render."""
+
+    def __init__(
+        self,
+        children: Sequence[Child],
+        created: float | None,
+        one_two_five: tuple[float, ...],
+        *,
+        lazy: bool = False,
+    ) -> None:
+        self.children = children
+        self.created = created
+        self.one_two_five = one_two_five
+        self.lazy = lazy  # V0: a histogram child appears with its first observation
+        self.families: list[Family] = []
+
+    def add(self, specs: Sequence[Spec], v: Version = ALWAYS) -> None:
+        for spec in specs:
+            if spec.in_version(v):
+                self.families.append(self._family(spec))
+
+    def _family(self, spec: Spec) -> Family:
+        if spec.kind.startswith("empty-"):
+            return Family(spec.name, spec.kind.removeprefix("empty-"), spec.help, ())
+        if spec.kind != "histogram":
+            scalars = tuple(Scalar(c.labels, float(spec.value(c))) for c in self.children)
+            created = self.created if spec.kind == "counter" else None
+            return Family(spec.name, spec.kind, spec.help, scalars, created)
+        bounds = self.one_two_five if spec.buckets is None else spec.buckets
+        observed = ((c, c.observed(spec.observe)) for c in self.children)
+        series = tuple(
+            histogram(c.labels, bounds, values) for c, values in observed if values or not self.lazy
+        )
+        return Family(spec.name, "histogram", spec.help, series, self.created)
+
+    def by_label(
+        self,
+        name: str,
+        help_: str,
+        label: str,
+        values: Sequence[str],
+        count: Callable[[Child, str], float],
+    ) -> None:
+        # Children are created value-major (vLLM loops over the label value, then the engine).
+        series = tuple(
+            Scalar(c.labels + ((label, v),), float(count(c, v)))
+            for v in values
+            for c in self.children
+        )
+        self.families.append(Family(name, "counter", help_, series, self.created))
+
+
+def finish_reason(r: Request, v: Version) -> str:
+    """The finished_reason vLLM ``v`` reports: "error" exists from 0.14, before it is "abort"."""
+    return "abort" if r.finish_reason == "error" and v < (0, 14, 0) else r.finish_reason

@@ -1,0 +1,179 @@
+"""Reads and writes over ``migrations.schema``; the only module that issues SQL.
+
+A round is written in one transaction with batched inserts: a tick never leaves half its
+samples behind, and a failed write loses nothing that was stored before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, Insert, Select, func, insert, select, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agent.collect.runner import CollectorRun, Round
+from collectors.base import Sample
+from migrations.schema import collector_runs, samples, series
+
+SeriesKey = tuple[str, str]  # (metric, canonical labels JSON)
+Keyed = tuple[str, Sample, SeriesKey]  # (collector, sample, its series key)
+
+
+def labels_json(labels: Mapping[str, str]) -> str:
+    """Canonical JSON of a label set: the stored identity of a series."""
+    return json.dumps(dict(labels), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSample:
+    metric: str
+    labels: dict[str, str]
+    ts: datetime
+    value: float
+
+
+class Store:
+    """Storage for one host's rounds, with a cache of series ids (they never change)."""
+
+    def __init__(self, engine: Engine, host: str) -> None:
+        self.engine = engine
+        self.host = host
+        self._series_ids: dict[SeriesKey, int] = {}
+        # label_key() -> canonical JSON: the same few hundred label sets come back every tick.
+        self._label_json: dict[tuple[tuple[str, str], ...], str] = {}
+
+    def write_round(self, round_: Round) -> int:
+        """Store every sample and collector run of ``round_`` in one transaction; returns rows."""
+        keyed = [(c, s, (s.metric, self._json(s))) for c, s in round_.tagged_samples()]
+        with self.engine.begin() as conn:
+            new_ids = self._create_series(conn, keyed)
+            rows = self._sample_rows(keyed, new_ids)
+            if rows:
+                conn.execute(insert(samples), rows)
+            conn.execute(insert(collector_runs), [self._run_row(r) for r in round_.runs])
+        # Only now are the new ids durable: a rolled-back insert must not poison the cache.
+        self._series_ids.update(new_ids)
+        return len(rows)
+
+    def _json(self, sample: Sample) -> str:
+        key = sample.label_key()
+        cached = self._label_json.get(key)
+        if cached is None:
+            if len(self._label_json) > 100_000:  # bounded: label churn (pids) must not grow it
+                self._label_json.clear()
+            cached = self._label_json[key] = labels_json(sample.labels)
+        return cached
+
+    def _run_row(self, run: CollectorRun) -> dict[str, object]:
+        return {
+            "host": self.host,
+            "collector": run.collector,
+            "ts": run.ts,
+            "success": int(run.success),
+            "duration_seconds": run.duration_seconds,
+            "samples": len(run.samples),
+            "error": run.error,
+        }
+
+    def _create_series(self, conn: Connection, keyed: Sequence[Keyed]) -> dict[SeriesKey, int]:
+        """Ids of the series not yet cached, inserting those the database lacks."""
+        missing = {key: collector for collector, _, key in keyed if key not in self._series_ids}
+        if not missing:
+            return {}
+        rows = [
+            {"host": self.host, "collector": c, "metric": m, "labels": lj}
+            for (m, lj), c in missing.items()
+        ]
+        conn.execute(self._insert_ignore(), rows)
+        query = select(series.c.id, series.c.metric, series.c.labels).where(
+            tuple_(series.c.metric, series.c.labels).in_(list(missing))
+        )
+        return {(metric, lj): sid for sid, metric, lj in conn.execute(query)}
+
+    def _insert_ignore(self) -> Insert:
+        # Another daemon (PostgreSQL fleet) may create the same series at the same moment.
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(series).on_conflict_do_nothing()
+
+    def _sample_rows(
+        self, keyed: Sequence[Keyed], new_ids: Mapping[SeriesKey, int]
+    ) -> list[dict[str, object]]:
+        rows: dict[tuple[int, datetime], dict[str, object]] = {}
+        for _, s, key in keyed:
+            sid = self._series_ids.get(key) or new_ids[key]
+            # One value per series and instant; a repeated series in a round keeps the last.
+            rows[(sid, s.ts)] = {"series_id": sid, "ts": s.ts, "value": s.value}
+        return list(rows.values())
+
+    def samples(self, metric: str | None = None) -> list[StoredSample]:
+        """Stored samples, oldest first (optionally of one metric); for the CLI and tests."""
+        query = (
+            select(series.c.metric, series.c.labels, samples.c.ts, samples.c.value)
+            .join(series, series.c.id == samples.c.series_id)
+            .order_by(samples.c.ts, series.c.metric, series.c.labels)
+        )
+        if metric is not None:
+            query = query.where(series.c.metric == metric)
+        with self.engine.connect() as conn:
+            return [StoredSample(m, json.loads(lj), ts, v) for m, lj, ts, v in conn.execute(query)]
+
+    def window(
+        self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """Per series (canonical labels JSON), its points in (start, end] after its last point at
+        or before ``start`` (the baseline an increase is measured from), oldest first.
+
+        ``match`` keeps series whose labels include those pairs (all hosts when host is absent).
+        """
+        ids = self._series_matching(metric, match)
+        if not ids:
+            return {}
+        out: dict[str, list[tuple[datetime, float]]] = {lj: [] for lj in ids.values()}
+        with self.engine.connect() as conn:
+            for sid, ts, value in conn.execute(self._baseline_query(list(ids), start)):
+                out[ids[sid]].append((ts, value))
+            inside = (
+                select(samples.c.series_id, samples.c.ts, samples.c.value)
+                .where(
+                    samples.c.series_id.in_(list(ids)), samples.c.ts > start, samples.c.ts <= end
+                )
+                .order_by(samples.c.ts)
+            )
+            for sid, ts, value in conn.execute(inside):
+                out[ids[sid]].append((ts, value))
+        return {lj: points for lj, points in out.items() if points}
+
+    def _series_matching(self, metric: str, match: Mapping[str, str]) -> dict[int, str]:
+        query = select(series.c.id, series.c.labels).where(series.c.metric == metric)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {
+            sid: lj for sid, lj in rows if all(json.loads(lj).get(k) == v for k, v in match.items())
+        }
+
+    @staticmethod
+    def _baseline_query(ids: list[int], start: datetime) -> Select[int, datetime, float]:
+        last = (
+            select(samples.c.series_id, func.max(samples.c.ts).label("ts"))
+            .where(samples.c.series_id.in_(ids), samples.c.ts <= start)
+            .group_by(samples.c.series_id)
+            .subquery()
+        )
+        return select(samples.c.series_id, samples.c.ts, samples.c.value).join(
+            last, (samples.c.series_id == last.c.series_id) & (samples.c.ts == last.c.ts)
+        )
+
+    def collector_runs(self, collector: str | None = None) -> list[dict[str, object]]:
+        """Stored collector runs of this host, oldest first."""
+        query = (
+            select(collector_runs)
+            .where(collector_runs.c.host == self.host)
+            .order_by(collector_runs.c.id)
+        )
+        if collector is not None:
+            query = query.where(collector_runs.c.collector == collector)
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]

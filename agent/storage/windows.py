@@ -1,0 +1,138 @@
+"""Questions over a time window, answered from stored raw samples, restart-safe.
+
+The store keeps every scrape's raw counter values and cumulative buckets; this module rebuilds
+the series (with their ``_created`` companions, when the engine exposes them) and hands them to
+the pure arithmetic of :mod:`agent.storage.series_math`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.storage.series_math import (
+    HistogramPoint,
+    Point,
+    Segment,
+    bucket_increases,
+    coarsened_buckets,
+    histogram_quantile,
+    increase_many,
+)
+from agent.storage.store import Store
+
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramWindow:
+    """A histogram over a window: observations, quantiles and the bucket segments behind them.
+
+    ``segments`` has one entry per run of one bucket set; quantiles are computed on the
+    boundaries all segments share, so differing bucket sets are never mixed.
+    """
+
+    count: float
+    quantiles: Mapping[float, float | None]
+    segments: tuple[Segment, ...]
+
+
+def counter_increase(
+    store: Store, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
+) -> float | None:
+    """Increase of a counter over (start, end], summed over matching series; None if no data."""
+    values = store.window(metric, start, end, match)
+    created = store.window(_created(metric), start, end, match)
+    series = []
+    for labels, points in values.items():
+        history = _points(points, created.get(labels, []))
+        born = _appeared_after_scrape(store, json.loads(labels), history[0].ts, start)
+        series.append([Point(born, 0.0), *history] if born else history)
+    return increase_many(series, start, end)
+
+
+def histogram_window(
+    store: Store,
+    metric: str,
+    start: datetime,
+    end: datetime,
+    match: Mapping[str, str] = {},
+    quantiles: Sequence[float] = QUANTILES,
+) -> HistogramWindow:
+    """Bucket increases and quantiles of a histogram over (start, end] (``metric`` without
+    ``_bucket``), over every matching series (several targets serving one model add up)."""
+    buckets = store.window(metric + "_bucket", start, end, match)
+    created = store.window(metric + "_created", start, end, match)
+    segments: list[Segment] = []
+    for key, history in _histories(buckets, created).items():
+        born = _appeared_after_scrape(store, json.loads(key), history[0].ts, start)
+        if born:
+            zeros = tuple((le, 0.0) for le in history[0].les)
+            history = [HistogramPoint(born, zeros), *history]
+        segments.extend(bucket_increases(history, start, end))
+    merged = coarsened_buckets(segments) if segments else ()
+    count = merged[-1][1] if merged else 0.0
+    return HistogramWindow(
+        count=count,
+        quantiles={q: histogram_quantile(q, merged) if merged else None for q in quantiles},
+        segments=tuple(segments),
+    )
+
+
+def _appeared_after_scrape(
+    store: Store, labels: Mapping[str, str], first: datetime, start: datetime
+) -> datetime | None:
+    """When a series first shows up inside the window although its target was scraped
+    successfully in the window before that, the instant of that scrape; else None.
+
+    Engines create a label child lazily, on its first event (vLLM V0's histograms and finish
+    reasons, SGLang): absent from a good scrape, it had counted nothing yet. Treating that
+    scrape as a 0 lets the child's first increments count instead of becoming its baseline.
+    """
+    if first <= start or "target" not in labels:
+        return None  # it has a baseline: it is not new in this window
+    up = store.window("gpuwatch_target_up", start, first, _scrape_labels(labels))
+    good = [ts for points in up.values() for ts, value in points if start <= ts < first and value]
+    return max(good) if good else None
+
+
+def _scrape_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    return {k: labels[k] for k in ("host", "target") if k in labels}
+
+
+def _created(metric: str) -> str:
+    return metric.removesuffix("_total") + "_created"
+
+
+def _points(
+    points: Iterable[tuple[datetime, float]], created: Iterable[tuple[datetime, float]]
+) -> list[Point]:
+    born = dict(created)
+    return [Point(ts, value, born.get(ts)) for ts, value in points]
+
+
+def _histories(
+    buckets: Mapping[str, list[tuple[datetime, float]]],
+    created: Mapping[str, list[tuple[datetime, float]]],
+) -> dict[str, list[HistogramPoint]]:
+    """Per histogram series (labels without ``le``), its snapshots in time order."""
+    grouped: dict[str, dict[datetime, list[tuple[float, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for labels_json, points in buckets.items():
+        labels = json.loads(labels_json)
+        le = float(labels.pop("le"))
+        key = json.dumps(labels, sort_keys=True, separators=(",", ":"))
+        for ts, count in points:
+            grouped[key][ts].append((le, count))
+    out: dict[str, list[HistogramPoint]] = {}
+    for key, by_ts in grouped.items():
+        born = dict(created.get(key, []))
+        out[key] = [
+            HistogramPoint(ts, tuple(sorted(pairs)), born.get(ts))
+            for ts, pairs in sorted(by_ts.items())
+        ]
+    return out

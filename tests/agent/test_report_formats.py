@@ -1,0 +1,193 @@
+"""Each report format's own layout, from one hand-built month (tests/agent/report_sample.py):
+the 100-column terminal table, CSV sections with plain numbers and defused formulas,
+escaped markdown, and a self-contained HTML page with its escaped names and charts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from agent.reporting.model import Report
+from agent.reporting.render import render
+from tests.agent.report_parsers import (
+    MONEY,
+    Page,
+    csv_sections,
+    grid_table,
+    markdown_tables,
+    parse_html,
+    terminal_sections,
+)
+from tests.agent.report_sample import DAYS, EVIL, MODELS, make_report
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    return make_report()
+
+
+# -- table -----------------------------------------------------------------------------------------
+
+
+TABLE_SECTIONS = ["SUMMARY", "SPEND BY SOURCE", "MODELS", "HOSTS", "GPU TIME", "TOP WASTE",
+                  "LATENCY", "ALERTS", "QUEUE INCIDENTS", "BUDGET", "RECOMMENDATIONS"]  # fmt: skip
+
+
+def test_table_fits_100_columns_with_every_section_in_order(report: Report) -> None:
+    out = render(report, "table")
+    too_long = [line for line in out.splitlines() if len(line) > 100]
+    assert too_long == []
+    assert list(terminal_sections(out)) == TABLE_SECTIONS
+    assert out.startswith("gpuwatch report 2026-11: 2026-11-01 00:00 to 2026-12-01 00:00")
+
+
+def test_table_shortens_names_never_numbers(report: Report) -> None:
+    out = render(report, "table")
+    models = grid_table(terminal_sections(out)["MODELS"])
+    assert models[2][0].startswith("meta-llama/") and models[2][0].endswith("…")
+    assert models[1][-1] == "↑ +10.27%", "trend arrow and change vs previous"
+    assert models[2][-1] == "↓ -9.33%"
+    assert models[3][-2:] == ["n/a", "n/a"], "no previous period figure"
+    assert EVIL in out, "the terminal shows names as they are"
+
+
+def test_table_stays_within_100_columns_with_huge_names_and_figures(report: Report) -> None:
+    huge = replace(
+        report,
+        models=tuple(replace(m, model=m.model * 6, requests=9.9e12) for m in report.models),
+        queue_incidents=tuple(replace(q, summary=q.summary * 20) for q in report.queue_incidents),
+        recommendations=tuple(replace(r, detail=r.detail * 9) for r in report.recommendations),
+    )
+    assert max(len(line) for line in render(huge, "table").splitlines()) <= 100
+
+
+def test_empty_sections_say_so(report: Report) -> None:
+    empty = replace(report, alerts=(), queue_incidents=(), recommendations=(), models=())
+    out = render(empty, "table")
+    sections = terminal_sections(out)
+    assert sections["ALERTS"] == ["  none in this period"]
+    assert sections["RECOMMENDATIONS"] == ["  nothing to change"]
+    assert "Alerts" in render(empty, "markdown")
+    assert csv_sections(render(empty, "csv"))["alerts"] == []
+
+
+# -- CSV -------------------------------------------------------------------------------------------
+
+CSV_SECTIONS = ["report", "summary", "spend_sources", "models", "hosts", "gpus", "top_waste",
+                "latency", "alerts", "queue_incidents", "budget", "recommendations",
+                "daily_spend", "model_days", "gpu_days"]  # fmt: skip
+
+
+def test_csv_parses_into_every_section_with_plain_numbers(report: Report) -> None:
+    out = render(report, "csv")
+    sections = csv_sections(out)
+    assert list(sections) == CSV_SECTIONS
+    assert len(sections["daily_spend"]) == DAYS and len(sections["gpu_days"]) == DAYS * 6
+    assert sections["models"][2]["model"] == EVIL
+    meta = {row["figure"]: row["value"] for row in sections["report"]}
+    assert meta["schema_version"] == "1" and meta["period_label"] == "2026-11"
+    for row in sections["gpus"]:
+        assert MONEY.match(row["cost_usd"]) and "," not in row["cost_usd"]
+        assert re.match(r"^\d+$", row["vram_peak_bytes"])
+    summary = {row["figure"]: row["value"] for row in sections["summary"]}
+    assert re.match(r"^\d+$", summary["useful_tokens"])
+    assert summary["billed_usd"] != "" and sections["latency"][2]["p99_ttft_seconds"] == ""
+
+
+def test_csv_defuses_spreadsheet_formulas_in_names(report: Report) -> None:
+    sneaky = replace(report, models=(replace(report.models[0], model="=HYPERLINK(1)"),))
+    rows = csv_sections(render(sneaky, "csv"))["models"]
+    assert rows[0]["model"] == "'=HYPERLINK(1)"
+
+
+# -- markdown --------------------------------------------------------------------------------------
+
+
+def test_markdown_escapes_names_and_keeps_tables_intact(report: Report) -> None:
+    out = render(report, "markdown")
+    assert EVIL not in out and "<b>" not in out and 'evil\\<b\\>\\&"model' in out
+    tables = markdown_tables(out)
+    widths = {len(row) for row in tables["Models"]}
+    assert widths == {7}, "a | in a name would split the row"
+    assert out.startswith("# gpuwatch report 2026-11\n")
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+
+_URL_ATTRS = ("src", "href", "xlink:href", "action", "formaction", "poster", "data", "srcset")
+
+
+def test_html_is_one_self_contained_page(report: Report) -> None:
+    out = render(report, "html")
+    page = parse_html(out)
+    tags = {tag for tag, _ in page.tags}
+    assert not tags & {"script", "link", "img", "iframe", "object", "embed", "image", "use"}
+    for tag, attrs in page.tags:
+        for name, value in attrs.items():
+            assert name not in _URL_ATTRS, (tag, name, value)
+            assert not name.startswith("on"), (tag, name)  # no event handlers either
+    assert "http://" not in out and "https://" not in out and "url(" not in out
+    assert "@import" not in out and "@font-face" not in out
+    csp = [a for t, a in page.tags if t == "meta" and a.get("http-equiv")]
+    assert csp and csp[0]["content"] is not None and "default-src 'none'" in csp[0]["content"]
+
+
+def test_html_escapes_every_string_from_the_data(report: Report) -> None:
+    out = render(report, "html")
+    assert EVIL not in out and "<b>" not in out and "tiny<script>" not in out
+    assert "evil&lt;b&gt;&amp;&quot;model" in out
+    page = parse_html(out)
+    assert page.tables["table-models"][3][0] == EVIL, "the browser shows the name as it is"
+    assert page.tables["table-queue_incidents"][2][3] == "tiny<script>"
+
+
+def _chart(page: Page, chart_id: str) -> list[tuple[str, dict[str, str | None]]]:
+    """The tags inside one <svg id=...>, in document order."""
+    start = next(i for i, (t, a) in enumerate(page.tags) if t == "svg" and a.get("id") == chart_id)
+    end = next((i for i in range(start + 1, len(page.tags)) if page.tags[i][0] == "svg"), None)
+    return page.tags[start:end]
+
+
+def test_html_charts_have_a_mark_per_day_model_and_gpu(report: Report) -> None:
+    page = parse_html(render(report, "html"))
+    spend = _chart(page, "chart-spend")
+    assert sum(1 for t, a in spend if t == "rect" and a.get("class") == "busy") == DAYS
+    assert sum(1 for t, a in spend if t == "rect" and a.get("class") == "idle") == DAYS
+    cost = _chart(page, "chart-cost")
+    lines = [a for t, a in cost if t == "path" and a.get("class") == "line"]
+    assert len(lines) == len(MODELS)
+    evil = [m.cost_per_million_tokens_usd for m in report.model_days if m.model == EVIL]
+    runs = sum(1 for i, v in enumerate(evil) if v is not None and (i == 0 or evil[i - 1] is None))
+    assert runs == 5 and (lines[2]["d"] or "").count("M") == runs, "a day without tokens: a gap"
+    known = sum(1 for m in report.model_days if m.cost_per_million_tokens_usd is not None)
+    assert sum(1 for t, _ in cost if t == "circle") == known
+    legend = page.tags.index(next((t, a) for t, a in page.tags if a.get("class") == "legend"))
+    assert legend > 0
+    heat = _chart(page, "chart-heatmap")
+    cells = [a for t, a in heat if t == "rect" and a.get("class") == "cell"]
+    assert len(cells) == DAYS * len(report.gpus)
+    assert sum(1 for a in cells if a.get("fill") == "#d9d9d9") == 2, "no data is grey, not 0 %"
+    for chart in ("chart-spend", "chart-cost", "chart-heatmap"):
+        svg = _chart(page, chart)
+        assert svg[0][1].get("role") == "img" and svg[1][0] == "title" and svg[2][0] == "desc"
+    # Each chart has its figures as a table too (for screen readers and copy-paste).
+    assert len(page.tables["table-daily_spend"]) == DAYS + 1
+    assert len(page.tables["table-model_days"]) == DAYS * len(MODELS) + 1
+    assert len(page.tables["table-gpu_days"]) == DAYS * len(report.gpus) + 1
+
+
+def test_html_legend_names_each_model_once(report: Report) -> None:
+    out = render(report, "html")
+    legend = re.search(r'<ul class="legend"[^>]*>(.*?)</ul>', out)
+    assert legend is not None
+    assert legend.group(1).count("<li>") == len(MODELS)
+    assert "evil&lt;b&gt;&amp;&quot;model" in legend.group(1)
+
+
+def test_html_without_daily_data_says_so(report: Report) -> None:
+    bare = replace(report, daily_spend=(), model_days=(), gpu_days=())
+    page = parse_html(render(bare, "html"))
+    assert not [a for t, a in page.tags if t == "svg"]
+    assert "no data in this period" in render(bare, "html")
