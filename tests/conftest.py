@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
+from agent.storage.db import open_database, upgrade_database
 from tests.fakenvml.build import (
     LIB_NAME,
     OLD_DRIVER_DIR,
@@ -63,6 +64,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'state' / 'gpuwatch.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Engine]:
+    """An engine on a fresh database at the newest schema, once per backend."""
+    upgrade_database(db_url)
+    engine = open_database(db_url)
+    yield engine
+    engine.dispose()
 
 
 def _fresh(library: Path) -> bool:

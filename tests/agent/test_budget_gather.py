@@ -5,14 +5,13 @@ on the days the rate card says."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 
 from agent.alerting.budget_rules import BUDGET_RULES, budget_conditions
@@ -23,7 +22,6 @@ from agent.cost.billing import save_records
 from agent.cost.budget import gather_budget
 from agent.cost.metering import metered_rollup, rollup_for
 from agent.cost.ratecard import RateCard
-from agent.storage.db import open_database, upgrade_database
 from agent.storage.rollup import Rollup
 from agent.storage.store import Store
 from alerts.lifecycle import evaluate
@@ -98,14 +96,6 @@ class Box:
     def tick(self, now: datetime) -> None:
         self.store.write_round(self.runner.run(now))
         self.rollup.run(now)
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Engine]:
-    upgrade_database(db_url)
-    engine = open_database(db_url)
-    yield engine
-    engine.dispose()
 
 
 def config(tmp_path: Path, db_url: str, text: str) -> Config:

@@ -3,14 +3,11 @@ from the watermark, and retention per host."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 
-import pytest
 from sqlalchemy import Engine, delete, func, select
 
-from agent.storage.db import open_database, upgrade_database
 from agent.storage.rollup import RollupResult
 from migrations.schema import collector_runs, rollup_state, samples, series
 from tests.agent.rollup_helpers import (
@@ -34,15 +31,6 @@ from tests.agent.rollup_helpers import (
     usage_rows,
     watermarks,
 )
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Engine]:
-    upgrade_database(db_url)
-    engine = open_database(db_url)
-    yield engine
-    engine.dispose()
-
 
 # -- minute rows -----------------------------------------------------------------------------
 

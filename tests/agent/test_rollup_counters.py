@@ -3,12 +3,8 @@ timestamp, and counter children that appear late, incrementally and on a rebuild
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import Engine, delete
 
-from agent.storage.db import open_database, upgrade_database
 from migrations.schema import rollup_state
 from tests.agent.rollup_helpers import (
     HOST,
@@ -23,15 +19,6 @@ from tests.agent.rollup_helpers import (
     series_rows,
     snapshot,
 )
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Engine]:
-    upgrade_database(db_url)
-    engine = open_database(db_url)
-    yield engine
-    engine.dispose()
-
 
 # -- counters: resets, _created and late children ---------------------------------------------
 

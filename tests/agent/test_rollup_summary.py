@@ -3,14 +3,11 @@ hours read from hour rows, and every second metered at the daemon's real rhythm.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 
-import pytest
 from sqlalchemy import Engine, delete
 
 from agent.cost.summarize import summarize
-from agent.storage.db import open_database, upgrade_database
 from migrations.schema import gpu_allocations, gpu_usage, rollup_state, rollups
 from tests.agent.rollup_helpers import (
     HOUR,
@@ -26,15 +23,6 @@ from tests.agent.rollup_helpers import (
     two_targets,
     usage_rows,
 )
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Engine]:
-    upgrade_database(db_url)
-    engine = open_database(db_url)
-    yield engine
-    engine.dispose()
-
 
 # -- the cost summary over hour and minute rows -----------------------------------------------
 
