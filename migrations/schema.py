@@ -108,6 +108,9 @@ collector_runs = Table(
     Column("samples", Integer, nullable=False),
     Column("error", Text, nullable=True),
     Index("ix_collector_runs_host_collector_ts", "host", "collector", "ts"),
+    # The rollup asks for a host's last tick every minute: one index lookup, not a walk over
+    # every run it has stored.
+    Index("ix_collector_runs_host_ts", "host", "ts"),
 )
 
 # Aggregates of raw samples per series, at 60 s and 3600 s resolution: what month-long questions
@@ -168,6 +171,23 @@ rollup_state = Table(
     Column("host", String(255), primary_key=True),
     Column("job", String(64), primary_key=True),
     Column("watermark", UtcDateTime(), nullable=False),
+)
+
+# Each series' last raw point at or before the minute rollup's read window (the watermark minus
+# the largest gap between ticks): the baseline of the next run's first counter increase, carried
+# forward so that no run scans a day of history for it. ``rollup_state``'s "carry" job says up to
+# which instant these rows are current for a host.
+rollup_carry = Table(
+    "rollup_carry",
+    metadata,
+    Column(
+        "series_id",
+        Integer,
+        ForeignKey("series.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("ts", UtcDateTime(), nullable=False),
+    Column("value", Double, nullable=False),
 )
 
 # Money as providers report it: billing APIs and FOCUS exports. (source, record_id) is stable

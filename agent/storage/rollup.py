@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, Table, and_, delete, func, insert, select
+from sqlalchemy import Connection, Engine, Select, Table, and_, delete, func, insert, select
 
 from agent.config.settings import Config
 from migrations.schema import (
     collector_runs,
     gpu_allocations,
     gpu_usage,
+    rollup_carry,
     rollup_state,
     rollups,
     samples,
@@ -37,6 +38,7 @@ MAX_SPAN = timedelta(days=1)  # per run, so catching up after downtime stays bou
 # How far back a counter's previous value is looked for; older values are not a baseline.
 BASELINE_LOOKBACK = timedelta(days=1)
 TARGET_UP = "gpuwatch_target_up"
+CARRY = "carry"  # the rollup_state job: up to when rollup_carry holds the baselines
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
 COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 
@@ -170,13 +172,15 @@ class Rollup:
         meta = self._series(conn)
         gap = timedelta(seconds=self.max_gap)
         # From the observation that opens the first interval to the one that closes the last.
-        points = self._points(conn, list(meta), start - gap, end + gap)
+        points = self._points(conn, start - gap, end + gap)
         rows = list(_series_rollups(meta, points, start, end, self.max_gap))
         replace_buckets(conn, rollups, self.host, MINUTE, start, end, host_series=True)
         if rows:
             conn.execute(insert(rollups), rows)
         if self.meter is not None:
             self.meter.minutes(conn, meta, points, (start, end), self.max_gap)
+        # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
+        self._carry_forward(conn, points, end - gap)
         return int((end - start).total_seconds() // MINUTE)
 
     def _series(self, conn: Connection) -> dict[int, tuple[str, dict[str, str]]]:
@@ -185,31 +189,62 @@ class Rollup:
         )
         return {sid: (metric, json.loads(lj)) for sid, metric, lj in conn.execute(query)}
 
-    def _points(
-        self, conn: Connection, ids: list[int], start: datetime, end: datetime
-    ) -> dict[int, list[Point]]:
-        """Each series' points in (start, end], after its last point at or before start."""
+    def _host_series(self) -> Select[tuple[int]]:
+        return select(series.c.id).where(series.c.host == self.host)
+
+    def _points(self, conn: Connection, start: datetime, end: datetime) -> dict[int, list[Point]]:
+        """This host's series' points in (start, end], each after its baseline: its last point
+        at or before ``start``. Only this host's rows are read, through the (series, time) key,
+        so a run costs its own new data whatever the history or the number of hosts."""
         out: dict[int, list[Point]] = defaultdict(list)
+        inside = (
+            select(samples.c.series_id, samples.c.ts, samples.c.value)
+            .where(samples.c.series_id.in_(self._host_series()))
+            .where(samples.c.ts > start, samples.c.ts <= end)
+            .order_by(samples.c.ts)
+        )
+        for query in (self._baselines(conn, start), inside):
+            for sid, ts, value in conn.execute(query):
+                out[sid].append((ts, value))
+        return out
+
+    def _baselines(self, conn: Connection, start: datetime) -> Select[Any]:
+        """Each series' last point at or before ``start``, within the lookback."""
+        if self._watermark(conn, CARRY) == start:
+            t = rollup_carry.c
+            return select(t.series_id, t.ts, t.value).where(
+                t.series_id.in_(self._host_series()), t.ts > start - BASELINE_LOOKBACK
+            )
+        # Nothing carried for this window (the first run, a database from before carrying, a
+        # changed tick interval): looked up once in the raw samples, carried from then on.
         last = (
             select(samples.c.series_id, func.max(samples.c.ts).label("ts"))
+            .where(samples.c.series_id.in_(self._host_series()))
             .where(samples.c.ts <= start, samples.c.ts > start - BASELINE_LOOKBACK)
             .group_by(samples.c.series_id)
             .subquery()
         )
-        baseline = select(samples.c.series_id, samples.c.ts, samples.c.value).join(
+        return select(samples.c.series_id, samples.c.ts, samples.c.value).join(
             last, and_(samples.c.series_id == last.c.series_id, samples.c.ts == last.c.ts)
         )
-        inside = (
-            select(samples.c.series_id, samples.c.ts, samples.c.value)
-            .where(samples.c.ts > start, samples.c.ts <= end)
-            .order_by(samples.c.ts)
-        )
-        wanted = set(ids)
-        for query in (baseline, inside):
-            for sid, ts, value in conn.execute(query):
-                if sid in wanted:
-                    out[sid].append((ts, value))
-        return out
+
+    def _carry_forward(
+        self, conn: Connection, points: Mapping[int, list[Point]], until: datetime
+    ) -> None:
+        """Keep each series' last point at or before ``until``: the next run's baselines."""
+        rows = []
+        for sid, history in points.items():
+            last = None
+            for point in history:  # in time order: the baseline, then the window
+                if point[0] > until:
+                    break
+                last = point
+            if last is not None:
+                rows.append({"series_id": sid, "ts": last[0], "value": last[1]})
+        conn.execute(delete(rollup_carry).where(rollup_carry.c.series_id.in_(self._host_series())))
+        if rows:
+            conn.execute(insert(rollup_carry), rows)
+        self._set_watermark(conn, CARRY, until)
 
     # -- hours --------------------------------------------------------------------------------
 

@@ -124,6 +124,27 @@ def test_a_restart_continues_from_the_watermark_and_a_rerun_reproduces_it(db: En
     assert snapshot(db) == done
 
 
+def test_tokens_served_while_the_scrape_was_down_count_from_the_carried_baseline(
+    db: Engine,
+) -> None:
+    box, gpu, scrape = two_targets(db)
+    run_ticks(box, gpu, scrape, range(1, 7))  # llama at 150 tokens at T+60
+    scrape.down = True
+    run_ticks(box, gpu, scrape, range(7, 15))  # T+70 .. T+140: no token samples
+    rollup(db).run(at(120))
+    # The next run reads from T+90 on and nothing older: each series' last point before that
+    # was carried forward by the first run, so the raw samples behind it may be gone.
+    with db.begin() as conn:
+        conn.execute(delete(samples).where(samples.c.ts <= at(90)))
+    scrape.down = False
+    run_ticks(box, gpu, scrape, range(15, 25))  # back at 240 tokens at T+150
+
+    rollup(db).run(at(240))
+
+    # (T+120, T+180]: the 90 tokens served while down (150 -> 240), then 3 ticks of 10.
+    assert series_rows(db, TOKENS, model="llama")[at(120)]["increase"] == 120.0
+
+
 # -- hour rows -------------------------------------------------------------------------------
 
 
