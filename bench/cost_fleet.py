@@ -73,7 +73,7 @@ class Fleet:
 
 
 def build_fleet(
-    days: int, gpus: int, models: int, step: float, *, histograms: bool = False
+    days: float, gpus: int, models: int, step: float, *, histograms: bool = False
 ) -> Fleet:
     rng = random.Random(20261130)
     host_count = math.ceil(gpus / GPUS_PER_HOST)

@@ -46,7 +46,7 @@ HOUR_OF_HISTORY = 1 / 24
 
 
 def scenario(days: float, hosts: int) -> Fleet:
-    return build_fleet(days, GPUS_PER_HOST * hosts, 2 * hosts, STEP)  # type: ignore[arg-type]
+    return build_fleet(days, GPUS_PER_HOST * hosts, 2 * hosts, STEP)
 
 
 def steady(engine: Engine, host: str, end: datetime) -> datetime:

@@ -27,7 +27,6 @@ from datetime import timedelta
 from typing import Any
 
 from agent.config.reader import Reader
-from alerts.duration import DurationError, parse_duration
 from alerts.inhibit import ALERTNAME
 from alerts.rules import DEFAULT_RULES, RuleSpec, apply_overrides
 
@@ -93,15 +92,5 @@ def _duration(
 ) -> timedelta:
     """A Prometheus duration ("30s", "5m", "0"), as Alertmanager's config takes them: a string,
     never a bare number (Alertmanager refuses those too)."""
-    value = table.get(key)
-    if value is None:
-        return default
-    try:
-        seconds = parse_duration(value)
-    except DurationError as exc:
-        r.problem(key, str(exc))
-        return default
-    if seconds <= 0 and not allow_zero:
-        r.problem(key, f"must be longer than 0, got {value!r}")
-        return default
+    seconds = r.duration(table, key, default.total_seconds(), numbers=False, allow_zero=allow_zero)
     return timedelta(seconds=seconds)

@@ -94,17 +94,26 @@ class Reader:
             return None
         return amount
 
-    def duration(self, table: dict[str, Any], key: str, default: float) -> float:
-        """A Prometheus duration string ("90s", "1h30m"), or a TOML number of seconds."""
+    def duration(
+        self,
+        table: dict[str, Any],
+        key: str,
+        default: float,
+        *,
+        numbers: bool = True,
+        allow_zero: bool = False,
+    ) -> float:
+        """Seconds in a Prometheus duration string ("90s", "1h30m"), or with ``numbers`` in a
+        TOML number of seconds; longer than 0 unless ``allow_zero``."""
         value = table.get(key)
         if value is None:
             return default
         try:
-            seconds = _seconds(value)
+            seconds = _seconds(value) if numbers else parse_duration(value)
         except DurationError as exc:
             self.problem(key, str(exc))
             return default
-        if seconds <= 0:
+        if seconds < 0 or (seconds == 0 and not allow_zero):
             self.problem(key, f"must be longer than 0, got {value!r}")
             return default
         return seconds
