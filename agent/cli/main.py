@@ -84,6 +84,9 @@ def _config_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_CHATTY_LOGGERS = ("apscheduler", "httpx", "alembic")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -91,8 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # APScheduler logs every job run at INFO: one line per tick would drown the journal.
-    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # Libraries that log routine work at INFO: APScheduler every job run, httpx every request (a
+    # line per target per tick), Alembic its migration context on every command that opens the
+    # database. One line per tick would drown the journal; gpuwatch logs what matters itself.
+    for chatty in _CHATTY_LOGGERS:
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     handlers = {
         "run": cmd_run,
         "collect": cmd_collect,
