@@ -177,7 +177,10 @@ def test_connection_refused_is_retryable_and_does_not_quote_the_url() -> None:
 def test_secrets_never_reach_results_logs_or_repr(
     loopback: Loopback, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)  # httpx logs each request URL at INFO
+    # httpx logs each request URL at INFO. `gpuwatch` quiets the httpx logger to WARNING, and a
+    # CLI test earlier in the session leaves it so: set that logger itself, not only the root.
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="httpx")
     echo = f"denied {loopback.url}{HOOK_PATH}?token={QUERY_TOKEN} for Bearer {BEARER}"
     notifier = hook(loopback, Reply(200), Reply(401, echo), Reply(500, echo), bearer_token=BEARER)
 
