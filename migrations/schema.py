@@ -5,7 +5,7 @@ Migrations in ``migrations/versions`` must produce exactly this schema; a test c
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -62,6 +62,52 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class UtcInstant(TypeDecorator[datetime]):
+    """A UTC instant stored compactly: integer microseconds since the epoch on SQLite (8 bytes,
+    where ``UtcDateTime`` stores 26 bytes of text), ``timestamptz`` (8 bytes) on PostgreSQL.
+
+    For the tables that grow with time (raw samples, rollups): comparisons and ordering work
+    unchanged on both backends, since bound datetimes are converted the same way.
+    """
+
+    impl = BigInteger
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(BigInteger())
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: gpuwatch stores UTC-aware instants only")
+        if dialect.name != "sqlite":
+            return value.astimezone(UTC)
+        return to_micros(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            return value.astimezone(UTC)
+        return from_micros(int(value))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_micros(value: datetime) -> int:
+    """Microseconds since the epoch, exactly (no float rounding)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
 
 
 # One row per distinct series (metric + labels); samples refer to it by id so that a tick
