@@ -58,8 +58,8 @@ MONTH = "2026-11"
 NOW = T0 + timedelta(days=DAYS, minutes=10)
 # Tables a report may read; the raw samples and collector runs stay behind.
 COPIED = (
-    "series", "rollups", "gpu_usage", "gpu_allocations", "rollup_state", "cost_records",
-    "billing_resources", "alert_history",
+    "series", "rollups", "histogram_layouts", "histogram_rollups", "gpu_usage",
+    "gpu_allocations", "rollup_state", "cost_records", "billing_resources", "alert_history",
 )  # fmt: skip
 RULES = ("GpuIdle", "LatencyP99Spike", "QueueGrowing", "TargetDown", "KvCacheSaturated")
 

@@ -12,10 +12,13 @@ metering the cost ledger, rolls up one new minute per run. Four databases:
 - 1 host with 1 hour of raw history, and 1 host with ``--history-days`` of it;
 - ``--hosts`` hosts with 1 hour each, host 0's runs timed (against the 1-host hour above).
 
-Per database: the first run, which has no carried baselines and looks each series' baseline up
-in the raw samples once (a database from before carrying, or a first start); the median of the
-steady runs after it, which read the carried baselines; and, as the floor measured in the same
-run, a bare read of the same new minute's raw rows of host 0 (what no rollup can do without).
+Before timing, every host's raw hours before that mark are packed into chunks, as the rollup job
+of a daemon that keeps up has packed them; host 0's packing is timed per hour (the job's extra
+work once an hour, printed beside). Per database: the first run, which has no carried
+baselines and looks each series' baseline up in the raw samples once (a database from before
+carrying, or a first start); the median of the steady runs after it, which read the carried
+baselines; and, as the floor measured in the same run, a bare read of the same new minute's raw
+rows of host 0 (what no rollup can do without).
 Steady runs must cost the same, within noise, with 1 hour and with days of history, and with 1
 and with many hosts.
 """
@@ -35,8 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import Engine, insert, select  # noqa: E402
 
 from agent.cost.metering import metered_rollup  # noqa: E402
+from agent.storage import raw  # noqa: E402
 from agent.storage.db import open_database, upgrade_database  # noqa: E402
-from agent.storage.rollup import MINUTE, bucket_of  # noqa: E402
+from agent.storage.rollup import COMPACT, MINUTE, bucket_of  # noqa: E402
 from bench.cost_fill import load  # noqa: E402
 from bench.cost_fleet import GPUS_PER_HOST, T0, Fleet, build_fleet, rate_card  # noqa: E402
 from migrations.schema import rollup_state, samples, series  # noqa: E402
@@ -60,6 +64,27 @@ def steady(engine: Engine, host: str, end: datetime) -> datetime:
              {"host": host, "job": "hour", "watermark": hour}],
         )  # fmt: skip
     return mark
+
+
+def pack_history(engine: Engine, hosts: list[str], mark: datetime) -> list[float]:
+    """Pack every host's raw rows of the hours before ``mark`` into chunks, as a daemon that
+    keeps up has them (its rollup packs each hour once it is rolled up); returns the seconds
+    each of host 0's hours took to pack (the rollup job's extra work once an hour)."""
+    per_block: list[float] = []
+    for number, host in enumerate(hosts):
+        mine = select(series.c.id).where(series.c.host == host)
+        with engine.connect() as conn:
+            start = raw.first_head_ts(conn, mine)
+        while start is not None and start < raw.block_of(mark):
+            begin = time.perf_counter()
+            with engine.begin() as conn:
+                start = raw.compact(conn, mine, start, min(start + raw.BLOCK, mark))
+            if number == 0:
+                per_block.append(time.perf_counter() - begin)
+        if start is not None:
+            with engine.begin() as conn:
+                conn.execute(insert(rollup_state).values(host=host, job=COMPACT, watermark=start))
+    return per_block
 
 
 def floor(engine: Engine, host: str, start: datetime) -> float:
@@ -87,6 +112,7 @@ def measure(label: str, days: float, hosts: int, runs: int, folder: Path) -> Non
     host = fleet.hosts[0]
     end = T0 + timedelta(seconds=fleet.ticks * fleet.step)
     mark = steady(engine, host, end)
+    packing = pack_history(engine, list(fleet.hosts), mark)
     job = metered_rollup(
         engine, host, rate_card(fleet, max(int(days), 1)), STEP,
         raw_retention=timedelta(days=days + 2), settle=timedelta(0),
@@ -106,6 +132,7 @@ def measure(label: str, days: float, hosts: int, runs: int, folder: Path) -> Non
         f"{label:<34} {rows:>10,} raw rows (load {loaded:5.1f} s)  first {times[0] * 1e3:8.1f} ms"
         f"  steady median {statistics.median(times[1:]) * 1e3:7.1f} ms"
         f"  floor {statistics.median(floors) * 1e3:6.2f} ms"
+        f"  packing an hour {statistics.median(packing) * 1e3 if packing else 0:6.1f} ms"
     )
 
 

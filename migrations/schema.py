@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Numeric,
     String,
@@ -125,6 +126,9 @@ series = Table(
     Index("ix_series_host_metric", "host", "metric"),
 )
 
+# Raw samples: the head, one row per sample, until the rollup job packs a rolled-up hour into
+# ``sample_chunks`` (agent/storage/raw.py). Keyed by (series, time) and nothing else: every query
+# names its series, and WITHOUT ROWID keeps SQLite from storing each key twice.
 samples = Table(
     "samples",
     metadata,
@@ -134,9 +138,26 @@ samples = Table(
         ForeignKey("series.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    Column("ts", UtcDateTime(), primary_key=True),
+    Column("ts", UtcInstant(), primary_key=True),
     Column("value", Double, nullable=False),
-    Index("ix_samples_ts", "ts"),
+    sqlite_with_rowid=False,
+)
+
+# One series' raw samples of one hour block [start, start + 1 h), packed and compressed
+# (agent/storage/chunk_codec.py). A rowid table: its rows are a kilobyte or more, which SQLite
+# stores best outside the key's b-tree.
+sample_chunks = Table(
+    "sample_chunks",
+    metadata,
+    Column(
+        "series_id",
+        Integer,
+        ForeignKey("series.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("start", UtcInstant(), primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
 )
 
 # One row per collection tick and collector: when it ran, whether it worked, and why not.
@@ -160,21 +181,47 @@ collector_runs = Table(
 )
 
 # Aggregates of raw samples per series, at 60 s and 3600 s resolution: what month-long questions
-# read instead of raw samples. ``increase`` is the restart-safe increase of a counter (or a
-# histogram bucket) over the bucket; None for gauges.
+# read instead of raw samples, for the metrics agent/storage/rolled_up.py names only. ``increase``
+# is the restart-safe increase of a counter over the bucket; None for gauges. Clustered by its
+# key (no row id on SQLite): every read and delete is a range of one series' rows.
 rollups = Table(
     "rollups",
     metadata,
     Column("series_id", Integer, ForeignKey("series.id", ondelete="CASCADE"), primary_key=True),
     Column("resolution", Integer, primary_key=True),  # seconds: 60 or 3600
-    Column("start", UtcDateTime(), primary_key=True),
+    Column("start", UtcInstant(), primary_key=True),
     Column("count", Integer, nullable=False),
     Column("sum", Double, nullable=False),
     Column("min", Double, nullable=False),
     Column("max", Double, nullable=False),
     Column("last", Double, nullable=False),
     Column("increase", Double, nullable=True),
-    Index("ix_rollups_resolution_start", "resolution", "start"),
+    sqlite_with_rowid=False,
+)
+
+# The bucket bounds of a histogram, once per distinct layout: engines change them across
+# versions, so each histogram rollup row names the layout its increases are in.
+histogram_layouts = Table(
+    "histogram_layouts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # The ``le`` labels as the engine wrote them, in ascending order, separated by spaces.
+    Column("bounds", Text, nullable=False),
+    UniqueConstraint("bounds", name="uq_histogram_layouts_bounds"),
+)
+
+# A histogram's bucket increases per bucket time, all buckets in one row: ``series_id`` is the
+# histogram's own series (its base metric, its labels without ``le``), ``increases`` the
+# restart-safe increase of each bound of the layout, in its order, separated by spaces.
+histogram_rollups = Table(
+    "histogram_rollups",
+    metadata,
+    Column("series_id", Integer, ForeignKey("series.id", ondelete="CASCADE"), primary_key=True),
+    Column("resolution", Integer, primary_key=True),  # seconds: 60 or 3600
+    Column("start", UtcInstant(), primary_key=True),
+    Column("layout_id", Integer, ForeignKey("histogram_layouts.id"), nullable=False),
+    Column("increases", Text, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 # The cost ledger per GPU and bucket: metered uptime (seconds covered by observations), busy
@@ -185,14 +232,17 @@ gpu_usage = Table(
     Column("host", String(255), primary_key=True),
     Column("gpu_uuid", String(100), primary_key=True),
     Column("resolution", Integer, primary_key=True),
-    Column("start", UtcDateTime(), primary_key=True),
+    Column("start", UtcInstant(), primary_key=True),
     Column("gpu_index", String(16), nullable=False),
     Column("observed_seconds", Double, nullable=False),
     Column("busy_seconds", Double, nullable=False),
     Column("energy_joules", Double, nullable=True),
     Column("cost_usd", Numeric(24, 12), nullable=True),  # None: no rate covers this GPU
     Column("idle_cost_usd", Numeric(24, 12), nullable=True),  # cost x (1 - utilisation)
+    # Windows over the fleet (reports, cost summaries) read (resolution, start) ranges of every
+    # host; the key serves the per-host writes, deletes and sums.
     Index("ix_gpu_usage_resolution_start", "resolution", "start"),
+    sqlite_with_rowid=False,
 )
 
 # The share of a GPU's bucket that each serving target used, and its cost.
@@ -203,11 +253,12 @@ gpu_allocations = Table(
     Column("gpu_uuid", String(100), primary_key=True),
     Column("target", String(255), primary_key=True),
     Column("resolution", Integer, primary_key=True),
-    Column("start", UtcDateTime(), primary_key=True),
+    Column("start", UtcInstant(), primary_key=True),
     Column("seconds", Double, nullable=False),
     Column("busy_seconds", Double, nullable=False),
     Column("cost_usd", Numeric(24, 12), nullable=True),
-    Index("ix_gpu_allocations_resolution_start", "resolution", "start"),
+    Index("ix_gpu_allocations_resolution_start", "resolution", "start"),  # as gpu_usage's
+    sqlite_with_rowid=False,
 )
 
 # How far each host's rollup has got (exclusive end of the last complete bucket).

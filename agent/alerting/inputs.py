@@ -13,26 +13,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from agent.collect.runner import Round
 from agent.config.settings import Config
+from agent.storage import rolled_up
+from agent.storage.buckets import unpack
 from agent.storage.series_math import histogram_quantile
 from agent.storage.store import Store
 from agent.storage.windows import HistogramWindow, histogram_window
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from collectors.base import Sample
-from migrations.schema import rollups, series
+from migrations.schema import histogram_layouts, histogram_rollups, series
 
 Points = tuple[tuple[datetime, float], ...]
 PairKey = tuple[str, str]  # (target, model)
 LatencyKey = tuple[str, str, str]  # (target, model, "ttft" | "e2e")
 Latencies = dict[LatencyKey, tuple[float, float]]  # -> (p99 seconds, observations)
 
-LATENCY_METRICS = {
-    "ttft": "gpuwatch_engine_ttft_seconds",
-    "e2e": "gpuwatch_engine_e2e_latency_seconds",
-}
+LATENCY_METRICS = dict(
+    zip(("ttft", "e2e"), rolled_up.rolled_up(rolled_up.TTFT, rolled_up.E2E), strict=True)
+)
 WAITING = "gpuwatch_engine_requests_waiting"
 TARGET_UP = "gpuwatch_target_up"
 _PRICE = "gpuwatch_gpu_hourly_cost_usd"
@@ -215,31 +216,34 @@ def _latencies(
 
 def _baselines(store: Store, host: str, pairs: set[PairKey], before: datetime) -> Latencies:
     """p99 per (target, model, kind) over the whole hours of the 24 h before ``before``, from
-    the hour rollups' bucket increases (restart-safe already). Reading 24 h of raw buckets
+    the hour rows of the histogram rollups (restart-safe already). Reading 24 h of raw buckets
     instead would cost more every tick than the rest of the evaluation together; a baseline
     moves slowly, so whole hours (up to an hour old) are what it needs. Bucket sets that
     changed within the day are summed per bound and made monotonic by histogram_quantile."""
     end = before.replace(minute=0, second=0, microsecond=0)
-    metrics = {m + "_bucket": kind for kind, m in LATENCY_METRICS.items()}
+    metrics = {m: kind for kind, m in LATENCY_METRICS.items()}
+    h = histogram_rollups.c
     query = (
-        select(series.c.metric, series.c.labels, func.sum(rollups.c.increase))
-        .join(series, series.c.id == rollups.c.series_id)
+        select(series.c.metric, series.c.labels, histogram_layouts.c.bounds, h.increases)
+        .join(series, series.c.id == h.series_id)
+        .join(histogram_layouts, histogram_layouts.c.id == h.layout_id)
         .where(
-            rollups.c.resolution == HOUR_SECONDS,
-            rollups.c.start >= end - BASELINE,
-            rollups.c.start < end,
+            h.resolution == HOUR_SECONDS,
+            h.start >= end - BASELINE,
+            h.start < end,
             series.c.host == host,
             series.c.metric.in_(list(metrics)),
         )
-        .group_by(series.c.metric, series.c.labels)
     )
     buckets: dict[LatencyKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     with store.engine.connect() as conn:
-        for metric, labels_json, increase in conn.execute(query):
+        for metric, labels_json, bounds, increases in conn.execute(query):
             labels = json.loads(labels_json)
             pair = (labels.get("target", ""), labels.get("model", ""))
-            if pair in pairs and increase is not None and "le" in labels:
-                buckets[(*pair, metrics[metric])][float(labels["le"])] += increase
+            if pair in pairs:
+                into = buckets[(*pair, metrics[metric])]
+                for le, increase in unpack(bounds, increases):
+                    into[float(le)] += increase
     out: Latencies = {}
     for key, by_le in buckets.items():
         ordered = sorted(by_le.items())

@@ -95,10 +95,20 @@ class BillingProviderConfig:
 
 @dataclass(frozen=True, slots=True)
 class RetentionConfig:
-    """How long each resolution is kept, in seconds."""
+    """How long each resolution is kept, in seconds: each default is what a reader needs."""
 
+    # Raw samples feed the alert windows (minutes; the latency baseline reads hour rollups) and
+    # the rollup, which catches up from them after a stop or a database outage (a day per
+    # run): a week covers a long weekend's outage with days to spare.
     raw_seconds: float = 7 * 86400
-    minute_seconds: float = 90 * 86400
+    # Minute rollups and ledger rows answer only the partial hours of a window: edges off the
+    # hour (ranges, budget windows ending at now's minute, months in zones such as +05:30 or
+    # +05:45, whose midnight is no UTC hour) and the hour not yet rolled up. The oldest edge a
+    # usual report has is the start of last month, asked at the end of this one: at most 62
+    # days back (31 + 31). Older edges fall back to whole hours (the partial hour is left out).
+    minute_seconds: float = 62 * 86400
+    # Hour rows answer every whole hour: two years keep a month comparable with the same
+    # month a year before, and a year with the year before it.
     hour_seconds: float = 730 * 86400
 
 

@@ -14,19 +14,19 @@ the users' month does, not at midnight UTC.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, literal, select, union_all
 
 from agent.config.settings import Config
 from agent.cost.billing import billed
-from agent.cost.summarize import Line, summarize
+from agent.cost.summarize import Line, metered_usd, summarize
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from migrations.schema import gpu_usage
 
-HOUR = 3600
+MINUTE, HOUR = 60, 3600
 BURN_WINDOW = timedelta(hours=24)  # the pace a forecast extrapolates: a day evens out day/night
 JUMP_BASELINE = timedelta(days=7)  # a week of hours: weekday and weekend both in the median
 # The hour rollup of the last hour lands a few minutes into the next; until it does, the hour
@@ -124,26 +124,32 @@ def gather_budget(
     not be rolled up yet, which under-states a month's spend by cents, never over-states it.
     """
     end = now.replace(second=0, microsecond=0)
-    month_start, _ = month_bounds(now, config.zone)
-    useful = config.cost.useful_tokens
-    metered = summarize(engine, month_start, end, useful=useful).fleet.cost_usd
-    span = _metered_span(engine, max(month_start, end - BURN_WINDOW), end)
-    burn = Decimal(0)
-    if span is not None:
-        burn = summarize(engine, span[0], end, useful=useful).fleet.cost_usd
     window = _seconds(rules, "CostPerMtokHigh", "window")
+    useful = config.cost.useful_tokens
     models = summarize(engine, end - timedelta(seconds=window), end, useful=useful).models
-    return BudgetInputs(
-        now=now,
-        budget_usd=config.budget.monthly_usd,
-        metered_usd=metered,
-        billed_usd=_billed_usd(engine, month_start, now),
-        zone=config.zone,
-        burn_usd=burn,
-        burn_seconds=0.0 if span is None else (span[1] - span[0]).total_seconds(),
+    return replace(
+        gather_spend(engine, config, now),
         hourly_usd=_hourly(engine, now),
         models=models,
         model_window_seconds=window,
+    )
+
+
+def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
+    """What :func:`gather_budget` reads for the month to date and the forecast alone (a
+    report's budget section), without the hourly spend and the models' window the alerts
+    also judge. Sums of the ledger only: a month's tokens and allocations are not read."""
+    end = now.replace(second=0, microsecond=0)
+    month_start, _ = month_bounds(now, config.zone)
+    span = _metered_span(engine, max(month_start, end - BURN_WINDOW), end)
+    return BudgetInputs(
+        now=now,
+        budget_usd=config.budget.monthly_usd,
+        metered_usd=metered_usd(engine, month_start, end),
+        billed_usd=_billed_usd(engine, month_start, now),
+        zone=config.zone,
+        burn_usd=Decimal(0) if span is None else metered_usd(engine, span[0], end),
+        burn_seconds=0.0 if span is None else (span[1] - span[0]).total_seconds(),
     )
 
 
@@ -171,13 +177,17 @@ def _metered_span(
     a day nobody watched) to the end of its last (the rollup runs minutes behind the clock).
     None: nothing priced was metered in the window."""
     t = gpu_usage.c
-    query = (
-        select(t.resolution, func.min(t.start), func.max(t.start))
-        .where(t.start >= start, t.start < end, t.cost_usd.is_not(None))
-        .group_by(t.resolution)
-    )
+    # One min/max per resolution, each on its own (resolution, start) index range: grouped
+    # by resolution over a start range, the planner scanned the whole table (seconds on a
+    # fleet's month; this is milliseconds).
+    parts = [
+        select(literal(resolution), func.min(t.start), func.max(t.start)).where(
+            t.resolution == resolution, t.start >= start, t.start < end, t.cost_usd.is_not(None)
+        )
+        for resolution in (MINUTE, HOUR)
+    ]
     with engine.connect() as conn:
-        rows = conn.execute(query).all()
+        rows = [row for row in conn.execute(union_all(*parts)) if row[1] is not None]
     if not rows:
         return None
     # Minute rows place the ends to the minute; hour rows alone (a short minute retention) to

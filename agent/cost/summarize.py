@@ -17,10 +17,17 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, Select, case, func, literal, or_, select, union_all
+from sqlalchemy import Engine, Select, Table, case, func, literal, or_, select, union_all
 
+from agent.storage.rolled_up import (
+    GENERATION_TOKENS,
+    PROMPT_TOKENS,
+    PROMPT_TOKENS_COMPUTED,
+    REQUESTS_FINISHED,
+    rolled_up,
+)
 from migrations.schema import (
-    UtcDateTime,
+    UtcInstant,
     gpu_allocations,
     gpu_usage,
     rollup_state,
@@ -29,10 +36,9 @@ from migrations.schema import (
 )
 
 MINUTE, HOUR = 60, 3600
-OUTPUT = "gpuwatch_engine_generation_tokens_total"
-PROMPT_COMPUTED = "gpuwatch_engine_prompt_tokens_computed_total"
-PROMPT = "gpuwatch_engine_prompt_tokens_total"
-REQUESTS = "gpuwatch_engine_requests_finished_total"
+OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS = rolled_up(
+    GENERATION_TOKENS, PROMPT_TOKENS_COMPUTED, PROMPT_TOKENS, REQUESTS_FINISHED
+)
 MILLION = Decimal(1_000_000)
 
 
@@ -128,6 +134,22 @@ def summarize(
     return _summary(start, end, usage, allocations, tokens, useful)
 
 
+def metered_usd(engine: Engine, start: datetime, end: datetime) -> Decimal:
+    """The fleet's metered cost over (start, end]: ``summarize(...).fleet.cost_usd`` to the
+    digit (the same per-GPU sums, added the same way), without the allocations, tokens and
+    per-GPU columns a budget's month to date does not need."""
+    t = gpu_usage.c
+    with engine.connect() as conn:
+        split = Split.read(conn, start, end)
+        query = (
+            select(func.sum(t.cost_usd))
+            .where(split.rows(gpu_usage, t.host))
+            .group_by(t.host, t.gpu_uuid)
+        )
+        costs = conn.execute(query).scalars().all()
+    return sum((Decimal(0) + (cost or Decimal(0)) for cost in costs), Decimal(0))
+
+
 @dataclass(frozen=True, slots=True)
 class Split:
     """Which rows answer a window: per host, hour rows for the whole hours its hour rollup
@@ -201,11 +223,22 @@ class Split:
         )
 
     def _until_expression(self, host_column: Any) -> Any:
-        default = literal(self.until(None), UtcDateTime())
-        if not self.hour_until:
-            return default
-        whens = {h: literal(self.until(h), UtcDateTime()) for h in sorted(self.hour_until)}
-        return case(whens, value=host_column, else_=default)
+        """Each row's host's ``until``: one branch per distinct value (hosts that keep up share
+        their hour watermark), each an IN list that PostgreSQL hashes. One branch per host made
+        every row walk the fleet's hosts: a fleet-wide window cost hosts x rows."""
+        default = self.until(None)
+        groups: dict[datetime, list[str]] = defaultdict(list)
+        for host in sorted(self.hour_until):
+            until = self.until(host)
+            if until != default:
+                groups[until].append(host)
+        if not groups:
+            return literal(default, UtcInstant())
+        whens = [
+            (host_column.in_(hosts), literal(until, UtcInstant()))
+            for until, hosts in sorted(groups.items())
+        ]
+        return case(*whens, else_=literal(default, UtcInstant()))
 
     def _tail_low(self) -> datetime:
         # Hosts outside rollup_state have no rollup rows: they need not widen the range.
@@ -270,9 +303,10 @@ def _token_rows(conn: Any, split: Split, host: str | None) -> list[tuple[str, st
     return [(*meta[sid], increase) for sid, increase in sums.items()]
 
 
-def series_ranges(split: Split, hosts: Mapping[int, str]) -> list[Any]:
-    """Conditions on ``rollups`` that together select, once each, the rows answering the
-    split's window for the series ``hosts`` names (series id -> its host): per group of hosts
+def series_ranges(split: Split, hosts: Mapping[int, str], table: Table = rollups) -> list[Any]:
+    """Conditions on ``table`` (``rollups`` or ``histogram_rollups``) that together select,
+    once each, the rows answering the split's window for the series ``hosts`` names (series
+    id -> its host): per group of hosts
     sharing an hour watermark, its three ranges over their ids. Each is a range of the primary
     key (series_id, resolution, start): the cost follows the series asked for, not every
     series of the fleet (a vLLM target alone stores hundreds), which a scan of the
@@ -284,9 +318,9 @@ def series_ranges(split: Split, hosts: Mapping[int, str]) -> list[Any]:
         ids[until].append(sid)
         host_of[until] = host
     return [
-        rollups.c.series_id.in_(sorted(group)) & condition
+        table.c.series_id.in_(sorted(group)) & condition
         for until, group in sorted(ids.items())
-        for condition in split.ranges(rollups, host_of[until])
+        for condition in split.ranges(table, host_of[until])
     ]
 
 

@@ -21,7 +21,7 @@ over the period [start, end)):
   alert still firing counts up to the period's end, or ``now`` when that is earlier). Queue
   incidents are the QueueGrowing ones among them.
 - budget: the fleet's, whatever the filters (a budget is for the whole account): spend month to
-  date at the period's end (or ``now``) by :func:`agent.cost.budget.gather_budget`, and the
+  date at the period's end (or ``now``) by :func:`agent.cost.budget.gather_spend`, and the
   month-end forecast as ProjectedOverBudget computes it: spent + the last 24 h's metered pace x
   the time left in the month.
 - daily series: the same sums per local day (grouped by the database, see
@@ -39,8 +39,8 @@ from decimal import Decimal
 from sqlalchemy import Engine
 
 from agent.config.settings import Config
-from agent.cost.budget import gather_budget
-from agent.cost.summarize import summarize
+from agent.cost.budget import gather_spend
+from agent.cost.summarize import metered_usd
 from agent.reporting.figures import Figures, Share, hours, per_million
 from agent.reporting.model import (
     AlertRow,
@@ -229,13 +229,13 @@ def queue_incidents(alerts: Sequence[Alert]) -> tuple[QueueIncident, ...]:
 def budget(engine: Engine, config: Config, period: Period, now: datetime) -> Budget:
     """The fleet's month to date at the period's end (``now`` when earlier) and the forecast.
 
-    gather_budget reads up to its ``now``'s minute; asked at the last instant before ``at``
+    gather_spend reads up to its ``now``'s minute; asked at the last instant before ``at``
     (so that a period ending on a month boundary reads the month it ends, not the next one),
     it stops a minute short, and that minute is added."""
     at = min(period.end, now.replace(second=0, microsecond=0))
-    inputs = gather_budget(engine, config, at - timedelta(microseconds=1), config.alerts.rules)
-    last_minute = summarize(engine, at - MINUTE, at, useful=config.cost.useful_tokens)
-    inputs = replace(inputs, metered_usd=inputs.metered_usd + last_minute.fleet.cost_usd)
+    inputs = gather_spend(engine, config, at - timedelta(microseconds=1))
+    last_minute = metered_usd(engine, at - MINUTE, at)
+    inputs = replace(inputs, metered_usd=inputs.metered_usd + last_minute)
     spent, forecast = inputs.spent_usd, inputs.forecast_usd  # ProjectedOverBudget's arithmetic
     monthly = inputs.budget
     return Budget(

@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, case, func, literal, select, union_all
+from sqlalchemy.dialects import postgresql
 
 from agent.cost.billing import billed
 from agent.cost.summarize import (
@@ -44,19 +45,21 @@ from agent.cost.summarize import (
     tokens_by_target,
 )
 from agent.reporting.model import Period
+from agent.storage import rolled_up
+from agent.storage.buckets import increase_sums
 from migrations.schema import (
-    UtcDateTime,
+    UtcInstant,
     alert_history,
     gpu_allocations,
     gpu_usage,
+    histogram_rollups,
     rollups,
     series,
 )
 
-TTFT = "gpuwatch_engine_ttft_seconds_bucket"
-E2E = "gpuwatch_engine_e2e_latency_seconds_bucket"
-MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
-MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
+TTFT, E2E, MEMORY_USED, MEMORY_TOTAL = rolled_up.rolled_up(
+    rolled_up.TTFT, rolled_up.E2E, rolled_up.MEMORY_USED, rolled_up.MEMORY_TOTAL
+)
 GPU_INFO = "gpuwatch_gpu_info"
 TOKEN_METRICS = (OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)
 
@@ -166,11 +169,16 @@ class Window:
         )
 
 
-def _day_of(column: Any, day_starts: Sequence[datetime]) -> Any:
+def _day_of(conn: Connection, column: Any, day_starts: Sequence[datetime]) -> Any:
     """The index of the local day a row's start falls in, computed by the database."""
     if len(day_starts) < 2:
         return literal(0)
-    whens = [(column < literal(at, UtcDateTime()), i) for i, at in enumerate(day_starts[1:])]
+    if conn.dialect.name == "postgresql":
+        # The number of later day starts at or before the row's: a binary search per row,
+        # where a CASE compares a month's row with half the month's days on average.
+        bounds = postgresql.array([literal(at, UtcInstant()) for at in day_starts[1:]])
+        return func.width_bucket(column, bounds)
+    whens = [(column < literal(at, UtcInstant()), i) for i, at in enumerate(day_starts[1:])]
     return case(*whens, else_=len(day_starts) - 1)
 
 
@@ -189,7 +197,7 @@ def _usage(
 ) -> dict[GpuKey, dict[int, Usage]]:
     t = gpu_usage.c
     inner = select(
-        t.host, t.gpu_uuid, t.gpu_index, _day_of(t.start, day_starts).label("day"),
+        t.host, t.gpu_uuid, t.gpu_index, _day_of(conn, t.start, day_starts).label("day"),
         t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds,
     ).where(split.rows(gpu_usage, t.host))  # fmt: skip
     if wanted.hosts:
@@ -211,7 +219,7 @@ def _allocations(
 ) -> dict[tuple[str, str, str], dict[int, Allocated]]:
     t = gpu_allocations.c
     inner = select(
-        t.host, t.gpu_uuid, t.target, _day_of(t.start, day_starts).label("day"),
+        t.host, t.gpu_uuid, t.target, _day_of(conn, t.start, day_starts).label("day"),
         t.cost_usd, t.seconds, t.busy_seconds,
     ).where(split.rows(gpu_allocations, t.host))  # fmt: skip
     if wanted.hosts:
@@ -261,7 +269,7 @@ def _series_sums(
     parts = []
     for condition in series_ranges(split, {sid: s.host for sid, s in wanted.items()}):
         if len(day_starts) > 1:
-            inner = select(r.series_id, _day_of(r.start, day_starts).label("day"), r.increase,
+            inner = select(r.series_id, _day_of(conn, r.start, day_starts).label("day"), r.increase,
                            r.max).where(condition)  # fmt: skip
             parts.append(_grouped(inner, ("series_id", "day"),
                                   {"increase": "sum", "max": "max"}))  # fmt: skip
@@ -307,24 +315,33 @@ class Gauges:
 
 
 def gauges(conn: Connection, split: Split, wanted: Wanted) -> Gauges:
-    meta = _series(conn, (TTFT, E2E, MEMORY_USED, MEMORY_TOTAL), wanted)
+    meta = _series(conn, (MEMORY_USED, MEMORY_TOTAL), wanted)
     meta = {sid: s for sid, s in meta.items() if "mig_instance" not in s.labels}
-    buckets: dict[tuple[str, str], dict[float, float]] = defaultdict(lambda: defaultdict(float))
     peak: dict[GpuKey, float] = {}
     total: dict[GpuKey, float] = {}
-    for (sid, _), (increase, highest) in _series_sums(conn, split, meta, ()).items():
+    for (sid, _), (_, highest) in _series_sums(conn, split, meta, ()).items():
         s = meta[sid]
-        if s.metric in (TTFT, E2E):
-            model, le = s.labels.get("model", ""), s.labels.get("le")
-            if le is not None and increase is not None and wanted.model(model):
-                kind = "ttft" if s.metric == TTFT else "e2e"
-                buckets[(model, kind)][float(le)] += increase
-            continue
         key = (s.host, s.labels.get("gpu_uuid", ""))
         into = peak if s.metric == MEMORY_USED else total
         if highest is not None:
             into[key] = max(into.get(key, highest), highest)
-    return Gauges(buckets, peak, total)
+    return Gauges(_latency_buckets(conn, split, wanted), peak, total)
+
+
+def _latency_buckets(
+    conn: Connection, split: Split, wanted: Wanted
+) -> dict[tuple[str, str], dict[float, float]]:
+    """(model, "ttft"|"e2e") -> le -> the window's increase, summed over the model's targets
+    and the histogram rows (each holds every bound of its layout)."""
+    meta = _series(conn, (TTFT, E2E), wanted)
+    meta = {sid: s for sid, s in meta.items() if wanted.model(s.labels.get("model", ""))}
+    buckets: dict[tuple[str, str], dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    where = series_ranges(split, {sid: s.host for sid, s in meta.items()}, histogram_rollups)
+    for sid, le, increase in increase_sums(conn, where):
+        s = meta[sid]
+        into = buckets[(s.labels.get("model", ""), "ttft" if s.metric == TTFT else "e2e")]
+        into[float(le)] += increase
+    return buckets
 
 
 def gpu_names(conn: Connection, wanted: Wanted) -> dict[GpuKey, str]:

@@ -14,46 +14,51 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
-from sqlalchemy import Connection, Engine, Select, Table, and_, delete, func, insert, select
+from sqlalchemy import Connection, Engine, Select, delete, func, insert, select
 
 from agent.config.settings import Config
+from agent.storage import raw
+from agent.storage.buckets import (
+    HOUR,
+    MINUTE,
+    TARGET_UP,
+    Point,
+    Points,
+    SeriesMeta,
+    bucket_of,
+    hour_floor,
+    replace_buckets,
+    sum_opt,
+    write_hours,
+    write_minutes,
+)
+from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
 from migrations.schema import (
     collector_runs,
     gpu_allocations,
     gpu_usage,
+    histogram_rollups,
     rollup_carry,
     rollup_state,
     rollups,
-    samples,
     series,
 )
 
-MINUTE, HOUR = 60, 3600
 MAX_SPAN = timedelta(days=1)  # per run, so catching up after downtime stays bounded
 # How far back a counter's previous value is looked for; older values are not a baseline.
 BASELINE_LOOKBACK = timedelta(days=1)
-TARGET_UP = "gpuwatch_target_up"
 CARRY = "carry"  # the rollup_state job: up to when rollup_carry holds the baselines
+COMPACT = "compact"  # the rollup_state job: raw rows before it are packed into chunks
+COMPACT_BATCH = 100  # series per packing transaction
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
-COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
-
-Point = tuple[datetime, float]
-SeriesMeta = Mapping[int, tuple[str, dict[str, str]]]  # series id -> (metric, labels)
-Points = Mapping[int, list[Point]]  # series id -> its points, oldest first
-
-
-def bucket_of(ts: datetime, size: int) -> datetime:
-    """The start of the (start, start + size] bucket that holds ``ts``."""
-    epoch = ts.timestamp()
-    start = (epoch // size) * size
-    if start == epoch:  # an instant on a boundary closes the bucket before it
-        start -= size
-    return datetime.fromtimestamp(start, tz=ts.tzinfo)
+# Re-exported: the ledger, the benches and tests import these from here.
+__all__ = ["HOUR", "MINUTE", "TARGET_UP", "Point", "Points", "SeriesMeta", "bucket_of",
+           "hour_floor", "replace_buckets", "sum_opt"]  # fmt: skip
 
 
 class Meter(Protocol):
@@ -125,7 +130,29 @@ class Rollup:
             hours = self._hours(conn, end)
             self._set_watermark(conn, "minute", max(start, end))
             self._retention(conn, now)
+        self._compact(max(start, end))
         return RollupResult(minutes, hours, max(start, end))
+
+    def _compact(self, rolled_up_until: datetime) -> None:
+        """Pack the raw rows of hours the rollup is done with into chunks.
+
+        Rows stay in the head while the next run may read them: from its start minus the
+        largest gap, where its first increase takes a baseline from. One transaction per batch
+        of series, so a tick's write never waits long for the lock; a crash between batches
+        leaves some series packed, and the rerun finds no rows left of theirs to pack.
+        """
+        until = rolled_up_until - timedelta(seconds=self.max_gap)
+        with self.engine.connect() as conn:
+            ids = list(conn.execute(self._host_series()).scalars())
+            start = self._watermark(conn, COMPACT) or raw.first_head_ts(conn, ids)
+        if start is None or raw.block_of(until) <= raw.block_of(start):
+            return
+        done = start
+        for first in range(0, len(ids), COMPACT_BATCH):
+            with self.engine.begin() as conn:
+                done = raw.compact(conn, ids[first : first + COMPACT_BATCH], start, until)
+        with self.engine.begin() as conn:
+            self._set_watermark(conn, COMPACT, done)
 
     def _complete_until(self, conn: Connection, now: datetime, start: datetime) -> datetime:
         """The end of the last minute bucket that can be rolled up for good.
@@ -158,12 +185,7 @@ class Rollup:
         conn.execute(insert(rollup_state).values(host=self.host, job=job, watermark=at))
 
     def _first_sample(self, conn: Connection) -> datetime | None:
-        query = (
-            select(func.min(samples.c.ts))
-            .join(series, series.c.id == samples.c.series_id)
-            .where(series.c.host == self.host)
-        )
-        first = conn.execute(query).scalar()
+        first = raw.first_ts(conn, self._host_series())
         return None if first is None else bucket_of(first, MINUTE)
 
     # -- minutes ------------------------------------------------------------------------------
@@ -173,10 +195,8 @@ class Rollup:
         gap = timedelta(seconds=self.max_gap)
         # From the observation that opens the first interval to the one that closes the last.
         points = self._points(conn, start - gap, end + gap)
-        rows = list(_series_rollups(meta, points, start, end, self.max_gap))
-        replace_buckets(conn, rollups, self.host, MINUTE, start, end, host_series=True)
-        if rows:
-            conn.execute(insert(rollups), rows)
+        # Only the metrics of agent/storage/rolled_up.py get rows; every series is an input.
+        write_minutes(conn, self.host, meta, points, (start, end), self.max_gap)
         if self.meter is not None:
             self.meter.minutes(conn, meta, points, (start, end), self.max_gap)
         # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
@@ -189,7 +209,7 @@ class Rollup:
         )
         return {sid: (metric, json.loads(lj)) for sid, metric, lj in conn.execute(query)}
 
-    def _host_series(self) -> Select[tuple[int]]:
+    def _host_series(self) -> Select[int]:
         return select(series.c.id).where(series.c.host == self.host)
 
     def _points(self, conn: Connection, start: datetime, end: datetime) -> dict[int, list[Point]]:
@@ -197,36 +217,23 @@ class Rollup:
         at or before ``start``. Only this host's rows are read, through the (series, time) key,
         so a run costs its own new data whatever the history or the number of hosts."""
         out: dict[int, list[Point]] = defaultdict(list)
-        inside = (
-            select(samples.c.series_id, samples.c.ts, samples.c.value)
-            .where(samples.c.series_id.in_(self._host_series()))
-            .where(samples.c.ts > start, samples.c.ts <= end)
-            .order_by(samples.c.ts)
-        )
-        for query in (self._baselines(conn, start), inside):
-            for sid, ts, value in conn.execute(query):
-                out[sid].append((ts, value))
+        for sid, point in self._baselines(conn, start).items():
+            out[sid].append(point)
+        for sid, history in raw.read(conn, self._host_series(), start, end).items():
+            out[sid].extend(history)
         return out
 
-    def _baselines(self, conn: Connection, start: datetime) -> Select[Any]:
+    def _baselines(self, conn: Connection, start: datetime) -> dict[int, Point]:
         """Each series' last point at or before ``start``, within the lookback."""
         if self._watermark(conn, CARRY) == start:
             t = rollup_carry.c
-            return select(t.series_id, t.ts, t.value).where(
+            carried = select(t.series_id, t.ts, t.value).where(
                 t.series_id.in_(self._host_series()), t.ts > start - BASELINE_LOOKBACK
             )
+            return {sid: (ts, value) for sid, ts, value in conn.execute(carried)}
         # Nothing carried for this window (the first run, a database from before carrying, a
         # changed tick interval): looked up once in the raw samples, carried from then on.
-        last = (
-            select(samples.c.series_id, func.max(samples.c.ts).label("ts"))
-            .where(samples.c.series_id.in_(self._host_series()))
-            .where(samples.c.ts <= start, samples.c.ts > start - BASELINE_LOOKBACK)
-            .group_by(samples.c.series_id)
-            .subquery()
-        )
-        return select(samples.c.series_id, samples.c.ts, samples.c.value).join(
-            last, and_(samples.c.series_id == last.c.series_id, samples.c.ts == last.c.ts)
-        )
+        return raw.last_at_or_before(conn, self._host_series(), start, BASELINE_LOOKBACK)
 
     def _carry_forward(
         self, conn: Connection, points: Mapping[int, list[Point]], until: datetime
@@ -258,10 +265,7 @@ class Rollup:
             end -= timedelta(seconds=HOUR)
         if end <= start:
             return 0
-        replace_buckets(conn, rollups, self.host, HOUR, start, end, host_series=True)
-        rows = self._hour_rollups(conn, start, end)
-        if rows:
-            conn.execute(insert(rollups), rows)
+        write_hours(conn, self.host, start, end)
         if self.meter is not None:
             self.meter.hours(conn, start, end)
         self._set_watermark(conn, "hour", end)
@@ -272,222 +276,48 @@ class Rollup:
             gpu_usage.c.host == self.host, gpu_usage.c.resolution == MINUTE
         )
         first = conn.execute(query).scalar()
-        if first is None:
-            host_series = select(series.c.id).where(series.c.host == self.host)
-            first = conn.execute(
-                select(func.min(rollups.c.start)).where(
-                    rollups.c.resolution == MINUTE, rollups.c.series_id.in_(host_series)
-                )
-            ).scalar()
-        return None if first is None else hour_floor(first)
-
-    def _hour_rollups(
-        self, conn: Connection, start: datetime, end: datetime
-    ) -> list[dict[str, Any]]:
         host_series = select(series.c.id).where(series.c.host == self.host)
-        query = (
-            select(rollups)
-            .where(
-                rollups.c.resolution == MINUTE,
-                rollups.c.start >= start,
-                rollups.c.start < end,
-                rollups.c.series_id.in_(host_series),
-            )
-            .order_by(rollups.c.series_id, rollups.c.start)
-        )
-        merged: dict[tuple[int, datetime], dict[str, Any]] = {}
-        for row in conn.execute(query).mappings():
-            key = (row["series_id"], hour_floor(row["start"]))
-            merged[key] = _merge_rollup(merged.get(key), row, key[1])
-        return list(merged.values())
+        for table in (rollups, histogram_rollups):  # a host may have either without the other
+            if first is None:
+                first = conn.execute(
+                    select(func.min(table.c.start)).where(
+                        table.c.resolution == MINUTE, table.c.series_id.in_(host_series)
+                    )
+                ).scalar()
+        return None if first is None else hour_floor(first)
 
     # -- retention ----------------------------------------------------------------------------
 
     def _retention(self, conn: Connection, now: datetime) -> None:
         host_series = select(series.c.id).where(series.c.host == self.host)
-        conn.execute(
-            delete(samples).where(
-                samples.c.ts < now - self.raw_retention, samples.c.series_id.in_(host_series)
-            )
-        )
+        raw.trim(conn, host_series, now - self.raw_retention)
         conn.execute(
             delete(collector_runs).where(
                 collector_runs.c.host == self.host, collector_runs.c.ts < now - self.raw_retention
             )
         )
-        for resolution, keep in ((MINUTE, self.minute_retention), (HOUR, self.hour_retention)):
-            cutoff = now - keep
-            conn.execute(
-                delete(rollups).where(
-                    rollups.c.resolution == resolution,
-                    rollups.c.start < cutoff,
-                    rollups.c.series_id.in_(host_series),
-                )
-            )
-            for table in (gpu_usage, gpu_allocations):
-                conn.execute(
-                    delete(table).where(
-                        table.c.host == self.host,
-                        table.c.resolution == resolution,
-                        table.c.start < cutoff,
-                    )
-                )
+        trim_rollups(conn, self.host, now, self.minute_retention, self.hour_retention)
 
 
-def replace_buckets(
-    conn: Connection,
-    table: Table,
-    host: str,
-    resolution: int,
-    start: datetime,
-    end: datetime,
-    host_series: bool = False,
+def trim_rollups(
+    conn: Connection, host: str, now: datetime, minute_keep: timedelta, hour_keep: timedelta
 ) -> None:
-    """Delete ``host``'s rows of ``table`` for buckets in [start, end) at ``resolution``: a
-    rerun over the same buckets replaces, never doubles. ``host_series``: the table is keyed
-    by series (rollups), not by host."""
-    owner = (
-        table.c.series_id.in_(select(series.c.id).where(series.c.host == host))
-        if host_series
-        else table.c.host == host
-    )
-    conn.execute(
-        delete(table).where(
-            owner, table.c.resolution == resolution, table.c.start >= start, table.c.start < end
-        )
-    )
-
-
-def hour_floor(ts: datetime) -> datetime:
-    return ts.replace(minute=0, second=0, microsecond=0)
-
-
-def sum_opt(total: Any, value: Any) -> Any:
-    """``total + value`` where None means "not known" (None + x is x)."""
-    if value is None:
-        return total
-    return value if total is None else total + value
-
-
-def _merge_rollup(acc: dict[str, Any] | None, row: Any, hour: datetime) -> dict[str, Any]:
-    if acc is None:
-        return {"series_id": row["series_id"], "resolution": HOUR, "start": hour,
-                "count": row["count"], "sum": row["sum"], "min": row["min"], "max": row["max"],
-                "last": row["last"], "increase": row["increase"]}  # fmt: skip
-    acc["count"] += row["count"]
-    acc["sum"] += row["sum"]
-    acc["min"] = min(acc["min"], row["min"])
-    acc["max"] = max(acc["max"], row["max"])
-    acc["last"] = row["last"]  # rows come in time order
-    acc["increase"] = sum_opt(acc["increase"], row["increase"])
-    return acc
-
-
-def _is_counter(metric: str) -> bool:
-    return metric.endswith(COUNTER_SUFFIXES)
-
-
-def _series_rollups(
-    meta: Mapping[int, tuple[str, dict[str, str]]],
-    points: Mapping[int, list[Point]],
-    start: datetime,
-    end: datetime,
-    max_gap: float,
-) -> Iterable[dict[str, Any]]:
-    created = _created_index(meta, points)
-    scrapes = _good_scrapes(meta, points)
-    for sid, (metric, labels) in meta.items():
-        history = points.get(sid)
-        if not history:
-            continue
-        births = created.get((metric, json.dumps(labels, sort_keys=True)), {})
-        born = None
-        if _is_counter(metric) and history[0][0] > start:
-            born = _birth(history[0][0], scrapes.get(_scrape_key(labels), []), max_gap)
-        yield from _buckets(sid, metric, history, births, start, end, born)
-
-
-def _scrape_key(labels: Mapping[str, str]) -> tuple[str, str]:
-    return labels.get("host", ""), labels.get("target", "")
-
-
-def _good_scrapes(
-    meta: Mapping[int, tuple[str, dict[str, str]]], points: Mapping[int, list[Point]]
-) -> dict[tuple[str, str], list[datetime]]:
-    """When each target was scraped successfully, from its gpuwatch_target_up series."""
-    out: dict[tuple[str, str], list[datetime]] = {}
-    for sid, (metric, labels) in meta.items():
-        if metric == TARGET_UP:
-            out[_scrape_key(labels)] = [ts for ts, up in points.get(sid, []) if up]
-    return out
-
-
-def _birth(first: datetime, good: Sequence[datetime], max_gap: float) -> Point | None:
-    """A zero before a counter's first-ever point, after a successful scrape that lacked it.
-
-    Engines create a label child on its first event (SGLang, vLLM V0): absent from a good
-    scrape, it had counted nothing. The zero is only the baseline of its first increase; it is
-    not a stored sample and takes no part in count, sum, min, max or last.
-    """
-    before = [ts for ts in good if ts < first and (first - ts).total_seconds() <= max_gap]
-    return (max(before), 0.0) if before else None
-
-
-def _created_index(
-    meta: Mapping[int, tuple[str, dict[str, str]]], points: Mapping[int, list[Point]]
-) -> dict[tuple[str, str], dict[datetime, float]]:
-    """(counter metric, labels) -> {ts: created} from the ``_created`` series beside it."""
-    out: dict[tuple[str, str], dict[datetime, float]] = {}
-    for sid, (metric, labels) in meta.items():
-        if not metric.endswith("_created"):
-            continue
-        base = metric.removesuffix("_created")
-        births = dict(points.get(sid, []))
-        key_labels = json.dumps(labels, sort_keys=True)
-        for name in (base + "_total", base + "_bucket", base + "_count", base + "_sum"):
-            out[(name, key_labels)] = births
-    return out
-
-
-def _buckets(
-    sid: int,
-    metric: str,
-    history: Sequence[Point],
-    births: Mapping[datetime, float],
-    start: datetime,
-    end: datetime,
-    born: Point | None = None,
-) -> Iterable[dict[str, Any]]:
-    counter = _is_counter(metric)
-    rows: dict[datetime, dict[str, Any]] = {}
-    previous: Point | None = born
-    for ts, value in history:
-        bucket = bucket_of(ts, MINUTE)
-        if start <= bucket < end:
-            row = rows.get(bucket)
-            if row is None:
-                row = rows[bucket] = {
-                    "series_id": sid, "resolution": MINUTE, "start": bucket, "count": 0,
-                    "sum": 0.0, "min": value, "max": value, "last": value,
-                    "increase": 0.0 if counter else None,
-                }  # fmt: skip
-            row["count"] += 1
-            row["sum"] += value
-            row["min"], row["max"], row["last"] = (
-                min(row["min"], value),
-                max(row["max"], value),
-                value,
+    """Retention of ``host``'s rollup and ledger rows. The central database of a fleet trims
+    each host's forwarded rows with the same call (agent/storage/forward/job.py)."""
+    host_series = select(series.c.id).where(series.c.host == host)
+    for resolution, keep in ((MINUTE, minute_keep), (HOUR, hour_keep)):
+        cutoff = now - keep
+        for rolled in (rollups, histogram_rollups):  # through the key, series by series
+            conn.execute(
+                delete(rolled).where(
+                    rolled.c.series_id.in_(host_series),
+                    rolled.c.resolution == resolution,
+                    rolled.c.start < cutoff,
+                )
             )
-            if counter and previous is not None:
-                row["increase"] += _step(previous, (ts, value), births)
-        previous = (ts, value)
-    return rows.values()
-
-
-def _step(before: Point, after: Point, births: Mapping[datetime, float]) -> float:
-    """One pair's contribution to a counter's increase: a reset counts the value after it."""
-    born_before, born_after = births.get(before[0]), births.get(after[0])
-    restarted = born_before is not None and born_after is not None and born_after != born_before
-    if restarted or after[1] < before[1]:
-        return after[1]
-    return after[1] - before[1]
+        for table in (gpu_usage, gpu_allocations):
+            conn.execute(
+                delete(table).where(
+                    table.c.host == host, table.c.resolution == resolution, table.c.start < cutoff
+                )
+            )

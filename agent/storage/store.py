@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, Insert, Select, func, insert, select, tuple_
+from sqlalchemy import Connection, Engine, Insert, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent.collect.runner import CollectorRun, Round
+from agent.storage import raw
 from collectors.base import Sample
 from migrations.schema import collector_runs, samples, series
 
@@ -110,15 +111,19 @@ class Store:
 
     def samples(self, metric: str | None = None) -> list[StoredSample]:
         """Stored samples, oldest first (optionally of one metric); for the CLI and tests."""
-        query = (
-            select(series.c.metric, series.c.labels, samples.c.ts, samples.c.value)
-            .join(series, series.c.id == samples.c.series_id)
-            .order_by(samples.c.ts, series.c.metric, series.c.labels)
-        )
+        query = select(series.c.id, series.c.metric, series.c.labels)
         if metric is not None:
             query = query.where(series.c.metric == metric)
         with self.engine.connect() as conn:
-            return [StoredSample(m, json.loads(lj), ts, v) for m, lj, ts, v in conn.execute(query)]
+            meta = {sid: (m, lj) for sid, m, lj in conn.execute(query)}
+            points = raw.read(conn, list(meta), None, None) if meta else {}
+        out = [
+            (ts, meta[sid][0], meta[sid][1], value)
+            for sid, history in points.items()
+            for ts, value in history
+        ]
+        out.sort(key=lambda row: row[:3])
+        return [StoredSample(m, json.loads(lj), ts, v) for ts, m, lj, v in out]
 
     def window(
         self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
@@ -131,40 +136,27 @@ class Store:
         ids = self._series_matching(metric, match)
         if not ids:
             return {}
-        out: dict[str, list[tuple[datetime, float]]] = {lj: [] for lj in ids.values()}
         with self.engine.connect() as conn:
-            for sid, ts, value in conn.execute(self._baseline_query(list(ids), start)):
-                out[ids[sid]].append((ts, value))
-            inside = (
-                select(samples.c.series_id, samples.c.ts, samples.c.value)
-                .where(
-                    samples.c.series_id.in_(list(ids)), samples.c.ts > start, samples.c.ts <= end
-                )
-                .order_by(samples.c.ts)
-            )
-            for sid, ts, value in conn.execute(inside):
-                out[ids[sid]].append((ts, value))
-        return {lj: points for lj, points in out.items() if points}
+            baselines = raw.last_at_or_before(conn, list(ids), start)
+            inside = raw.read(conn, list(ids), start, end)
+        out: dict[str, list[tuple[datetime, float]]] = {}
+        for sid, labels in ids.items():
+            points = ([baselines[sid]] if sid in baselines else []) + inside.get(sid, [])
+            if points:
+                out[labels] = points
+        return out
 
     def _series_matching(self, metric: str, match: Mapping[str, str]) -> dict[int, str]:
         query = select(series.c.id, series.c.labels).where(series.c.metric == metric)
+        if "host" in match:
+            # Through the (host, metric) index: on a shared database a host's alert inputs
+            # cost its own series, not the fleet's.
+            query = query.where(series.c.host == match["host"])
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return {
             sid: lj for sid, lj in rows if all(json.loads(lj).get(k) == v for k, v in match.items())
         }
-
-    @staticmethod
-    def _baseline_query(ids: list[int], start: datetime) -> Select[int, datetime, float]:
-        last = (
-            select(samples.c.series_id, func.max(samples.c.ts).label("ts"))
-            .where(samples.c.series_id.in_(ids), samples.c.ts <= start)
-            .group_by(samples.c.series_id)
-            .subquery()
-        )
-        return select(samples.c.series_id, samples.c.ts, samples.c.value).join(
-            last, (samples.c.series_id == last.c.series_id) & (samples.c.ts == last.c.ts)
-        )
 
     def collector_runs(self, collector: str | None = None) -> list[dict[str, object]]:
         """Stored collector runs of this host, oldest first."""

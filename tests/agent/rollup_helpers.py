@@ -39,6 +39,7 @@ CARD = RateCard((Rate(usd_per_hour=Decimal("3.60")),))
 TOKENS = "gpuwatch_engine_generation_tokens_total"
 UTIL = "gpuwatch_gpu_utilization_ratio"
 ENERGY = "gpuwatch_gpu_energy_joules_total"
+USED = "gpuwatch_gpu_memory_used_bytes"  # a gauge the rollup keeps (the report's VRAM peak)
 MINUTE, HOUR = 60, 3600
 
 
@@ -67,6 +68,8 @@ class Gpu:
             Sample(metric="gpuwatch_gpu_info", value=1.0, labels=labels, ts=now),
             Sample(metric=UTIL, value=self.utilization, labels=labels, ts=now),
             Sample(metric=ENERGY, value=self.energy, labels=labels, ts=now),
+            # Follows utilisation (in GiB) so that the gauge rows have known figures.
+            Sample(metric=USED, value=self.utilization * GiB, labels=labels, ts=now),
         ]
         out += [
             Sample(metric="gpuwatch_target_gpu_memory_bytes", value=bytes_, ts=now,

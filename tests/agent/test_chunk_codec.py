@@ -61,7 +61,12 @@ def test_a_steady_hour_costs_a_few_bytes_per_point() -> None:
 
 @pytest.mark.parametrize(
     "blob",
-    [b"", b"\x09\x01\x00\x00\x00\x00", b"\x01\x07\x01\x00\x00\x00x", b"\x01\x01\x01\x00\x00\x00junk"],
+    [
+        b"",
+        b"\x09\x01\x00\x00\x00\x00",  # an unknown version
+        b"\x01\x07\x01\x00\x00\x00x",  # an unknown value packing
+        b"\x01\x01\x01\x00\x00\x00junk",  # a body that is not zlib
+    ],
 )
 def test_a_foreign_or_truncated_blob_is_refused_clearly(blob: bytes) -> None:
     with pytest.raises(ChunkError):

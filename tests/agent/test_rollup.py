@@ -15,6 +15,7 @@ from tests.agent.rollup_helpers import (
     HOST,
     HOUR,
     TOKENS,
+    USED,
     UTIL,
     Box,
     GiB,
@@ -58,10 +59,11 @@ def test_minute_rows_have_the_exact_usage_cost_allocations_and_aggregates(db: En
         (at(60), "b"): {"seconds": 15.0, "busy_seconds": 7.5, "cost_usd": Decimal("0.015")},
     }
     # A gauge: the samples of (T, T+60] are ticks 1..6, the one on T+60 included.
-    assert series_rows(db, UTIL) == {
-        T: {"count": 6, "sum": 3.0, "min": 0.25, "max": 0.75, "last": 0.75, "increase": None},
-        at(60): {"count": 6, "sum": 3.0, "min": 0.25, "max": 0.75, "last": 0.75,
-                 "increase": None},
+    assert series_rows(db, USED) == {
+        T: {"count": 6, "sum": 3.0 * GiB, "min": 0.25 * GiB, "max": 0.75 * GiB,
+            "last": 0.75 * GiB, "increase": None},
+        at(60): {"count": 6, "sum": 3.0 * GiB, "min": 0.25 * GiB, "max": 0.75 * GiB,
+                 "last": 0.75 * GiB, "increase": None},
     }  # fmt: skip
     # A counter: its first sample is only a baseline; every later step counts.
     assert series_rows(db, TOKENS, model="llama") == {
@@ -70,7 +72,8 @@ def test_minute_rows_have_the_exact_usage_cost_allocations_and_aggregates(db: En
         at(60): {"count": 6, "sum": 1110.0, "min": 160.0, "max": 210.0, "last": 210.0,
                  "increase": 60.0},
     }  # fmt: skip
-    assert series_rows(db, ENERGY)[at(60)]["increase"] == 600.0
+    # Series no report reads are inputs only (the ledger meters utilisation and energy).
+    assert series_rows(db, UTIL) == series_rows(db, ENERGY) == {}
 
 
 def test_an_incomplete_minute_waits_for_its_end(db: Engine) -> None:
@@ -81,7 +84,7 @@ def test_an_incomplete_minute_waits_for_its_end(db: Engine) -> None:
 
     assert result == RollupResult(minutes=1, hours=0, until=at(60))
     assert list(usage_rows(db)) == [T]
-    assert list(series_rows(db, UTIL)) == [T]
+    assert list(series_rows(db, USED)) == [T]
 
 
 def test_running_twice_changes_nothing(db: Engine) -> None:
@@ -114,7 +117,7 @@ def test_a_restart_continues_from_the_watermark_and_a_rerun_reproduces_it(db: En
     assert usage[at(120)]["observed_seconds"] == 60.0
     assert usage[at(120)]["cost_usd"] == Decimal("0.06")
     assert series_rows(db, TOKENS, model="llama")[at(120)]["increase"] == 60.0
-    assert series_rows(db, ENERGY)[at(120)]["increase"] == 600.0
+    assert usage[at(120)]["energy_joules"] == 600.0
     done = snapshot(db)
 
     # Losing the watermark rebuilds everything from the raw samples: the very same rows.
@@ -190,7 +193,7 @@ def test_hour_rows_are_the_sum_of_their_sixty_minute_rows(db: Engine) -> None:
         }
     assert hour_allocations[(T, "a")]["cost_usd"] == Decimal("2.685")
 
-    for metric, model in ((UTIL, None), (TOKENS, "llama"), (ENERGY, None)):
+    for metric, model in ((USED, None), (TOKENS, "llama")):
         rows = [r for s, r in series_rows(db, metric, model=model).items() if s < at(3600)]
         assert len(rows) == 60
         increases = [r["increase"] for r in rows]
@@ -242,10 +245,10 @@ def test_retention_trims_this_hosts_data_only(db: Engine) -> None:
         assert conn.execute(runs).scalar() == at(5400)
     assert min(usage_rows(db)) == at(3600)
     assert min(allocation_rows(db))[0] == at(3600)
-    assert min(series_rows(db, UTIL)) == at(3600)
+    assert min(series_rows(db, USED)) == at(3600)
     # The hour T is older than 90 minutes; the hour T+1h is not.
     assert list(usage_rows(db, HOUR)) == [at(3600)]
     assert [s for s, _ in allocation_rows(db, HOUR)] == [at(3600)]
-    assert list(series_rows(db, UTIL, HOUR)) == [at(3600)]
+    assert list(series_rows(db, USED, HOUR)) == [at(3600)]
     # The other host's daemon keeps its own data for as long as it decides.
     assert snapshot(db, "other") == other

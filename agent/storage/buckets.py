@@ -1,0 +1,423 @@
+"""The rollup's bucket arithmetic: raw points into minute rows, minute rows into hour rows.
+
+A counter's increase over a bucket is restart-safe: a value lower than the one before it, or a
+changed ``_created`` timestamp beside it, is a reset, and the value after it counts whole. A
+counter child born after a good scrape that lacked it starts from zero (:func:`_birth`).
+
+Only the metrics of :mod:`agent.storage.rolled_up` get rows. A rolled-up histogram gets one
+``histogram_rollups`` row per bucket time holding every bucket's increase, computed per ``le``
+series exactly as a counter's, under the histogram's own series (its base metric, its labels
+without ``le``) and the layout of the bounds seen in that bucket time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Double,
+    Insert,
+    Table,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    union_all,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agent.storage.rolled_up import HISTOGRAM_ROLLUPS, SERIES_ROLLUPS, histogram_of
+from migrations.schema import histogram_layouts, histogram_rollups, rollups, series
+
+MINUTE, HOUR = 60, 3600
+TARGET_UP = "gpuwatch_target_up"
+COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
+HISTOGRAM_COLLECTOR = "rollup"  # the collector of a histogram's own series: the rollup made it
+
+Point = tuple[datetime, float]
+SeriesMeta = Mapping[int, tuple[str, dict[str, str]]]  # series id -> (metric, labels)
+Points = Mapping[int, list[Point]]  # series id -> its points, oldest first
+HistogramKey = tuple[str, str]  # (base metric, canonical labels without "le")
+
+
+def bucket_of(ts: datetime, size: int) -> datetime:
+    """The start of the (start, start + size] bucket that holds ``ts``."""
+    epoch = ts.timestamp()
+    start = (epoch // size) * size
+    if start == epoch:  # an instant on a boundary closes the bucket before it
+        start -= size
+    return datetime.fromtimestamp(start, tz=ts.tzinfo)
+
+
+def hour_floor(ts: datetime) -> datetime:
+    return ts.replace(minute=0, second=0, microsecond=0)
+
+
+def sum_opt(total: Any, value: Any) -> Any:
+    """``total + value`` where None means "not known" (None + x is x)."""
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+def replace_buckets(
+    conn: Connection,
+    table: Table,
+    host: str,
+    resolution: int,
+    start: datetime,
+    end: datetime,
+    host_series: bool = False,
+) -> None:
+    """Delete ``host``'s rows of ``table`` for buckets in [start, end) at ``resolution``: a
+    rerun over the same buckets replaces, never doubles. ``host_series``: the table is keyed
+    by series (rollups), not by host."""
+    owner = (
+        table.c.series_id.in_(select(series.c.id).where(series.c.host == host))
+        if host_series
+        else table.c.host == host
+    )
+    conn.execute(
+        delete(table).where(
+            owner, table.c.resolution == resolution, table.c.start >= start, table.c.start < end
+        )
+    )
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+
+def write_minutes(
+    conn: Connection,
+    host: str,
+    meta: SeriesMeta,
+    points: Points,
+    span: tuple[datetime, datetime],
+    max_gap: float,
+) -> None:
+    """Replace ``host``'s minute rows in [span) by those of ``points``."""
+    start, end = span
+    for table in (rollups, histogram_rollups):
+        replace_buckets(conn, table, host, MINUTE, start, end, host_series=True)
+    plain: list[dict[str, Any]] = []
+    per_bucket: list[dict[str, Any]] = []
+    for row in _series_rollups(meta, points, start, end, max_gap):
+        metric = meta[row["series_id"]][0]
+        (plain if metric in SERIES_ROLLUPS else per_bucket).append(row)
+    if plain:
+        conn.execute(insert(rollups), plain)
+    grouped: dict[tuple[HistogramKey, datetime], dict[str, float]] = defaultdict(dict)
+    for row in per_bucket:
+        key, le = histogram_key(*meta[row["series_id"]])
+        grouped[(key, row["start"])][le] = row["increase"]
+    _insert_histograms(conn, host, meta, MINUTE, grouped)
+
+
+def write_hours(conn: Connection, host: str, start: datetime, end: datetime) -> None:
+    """Replace ``host``'s hour rows in [start, end) by the merge of its minute rows."""
+    for table in (rollups, histogram_rollups):
+        replace_buckets(conn, table, host, HOUR, start, end, host_series=True)
+    host_series = select(series.c.id).where(series.c.host == host)
+    query = (
+        select(rollups)
+        .where(rollups.c.resolution == MINUTE, rollups.c.start >= start, rollups.c.start < end)
+        .where(rollups.c.series_id.in_(host_series))
+        .order_by(rollups.c.series_id, rollups.c.start)
+    )
+    merged: dict[tuple[int, datetime], dict[str, Any]] = {}
+    for row in conn.execute(query).mappings():
+        key = (row["series_id"], hour_floor(row["start"]))
+        merged[key] = _merge_rollup(merged.get(key), row, key[1])
+    if merged:
+        conn.execute(insert(rollups), list(merged.values()))
+    h = histogram_rollups.c
+    query = (
+        select(h.series_id, h.start, histogram_layouts.c.bounds, h.increases)
+        .join(histogram_layouts, histogram_layouts.c.id == h.layout_id)
+        .where(h.resolution == MINUTE, h.start >= start, h.start < end)
+        .where(h.series_id.in_(host_series))
+        .order_by(h.series_id, h.start)
+    )
+    hours: dict[tuple[int, datetime], dict[str, float]] = defaultdict(dict)
+    for sid, at, bounds, increases in conn.execute(query):
+        into = hours[(sid, hour_floor(at))]
+        for le, increase in unpack(bounds, increases):
+            into[le] = sum_opt(into.get(le), increase)
+    _insert_layout_rows(conn, HOUR, hours)
+
+
+def histogram_key(metric: str, labels: Mapping[str, str]) -> tuple[HistogramKey, str]:
+    """A ``_bucket`` series' histogram (base metric, labels without ``le``) and its bound."""
+    rest = {k: v for k, v in labels.items() if k != "le"}
+    base = histogram_of(metric) or metric
+    return (base, json.dumps(rest, sort_keys=True, separators=(",", ":"))), labels.get("le", "")
+
+
+def pack(by_le: Mapping[str, float]) -> tuple[str, str]:
+    """(bounds, increases) as stored: the bounds in ascending order, separated by spaces."""
+    les = sorted(by_le, key=_bound)
+    return " ".join(les), " ".join(_number(by_le[le]) for le in les)
+
+
+def unpack(bounds: str, increases: str) -> list[tuple[str, float]]:
+    """(le, increase) per bound of a stored histogram row."""
+    return list(zip(bounds.split(" "), map(float, increases.split(" ")), strict=True))
+
+
+def increase_sums(conn: Connection, where: Sequence[Any]) -> list[tuple[int, str, float]]:
+    """(series id, le, increase summed over the rows) for the ``histogram_rollups`` rows that
+    each condition of ``where`` selects (disjoint conditions: a row counts once).
+
+    PostgreSQL sums per (series, layout, bound) itself, so a month of a fleet's rows comes
+    back as a row per bound, not as hundreds of thousands of packed rows to unpack here.
+    SQLite has no arrays: its rows are unpacked and summed here, in the rows' order."""
+    if not where:
+        return []
+    h, layouts = histogram_rollups.c, histogram_layouts.c
+    picked = union_all(*(select(h.series_id, h.layout_id, h.increases).where(c) for c in where))
+    sums: dict[tuple[int, str], float] = defaultdict(float)
+    if conn.dialect.name != "postgresql":
+        rows = picked.subquery()
+        joined = select(rows.c.series_id, layouts.bounds, rows.c.increases).join_from(
+            rows, histogram_layouts, layouts.id == rows.c.layout_id
+        )
+        for sid, bounds, increases in conn.execute(joined):
+            for le, increase in unpack(bounds, increases):
+                sums[(sid, le)] += increase
+        return [(sid, le, total) for (sid, le), total in sums.items()]
+    rows = picked.subquery()
+    # string_to_table (PostgreSQL 14): each increase with its position in the layout; half
+    # the time of unnesting a float8[] built from the text.
+    values = (
+        func.string_to_table(rows.c.increases, " ")
+        .table_valued("value", with_ordinality="ord")
+        .render_derived()
+    )
+    query = (
+        select(
+            rows.c.series_id, rows.c.layout_id, values.c.ord, func.sum(cast(values.c.value, Double))
+        )
+        .select_from(rows.join(values, true()))
+        .group_by(rows.c.series_id, rows.c.layout_id, values.c.ord)
+    )
+    summed = conn.execute(query).all()
+    bounds = {
+        lid: text.split(" ") for lid, text in conn.execute(select(layouts.id, layouts.bounds))
+    }
+    for sid, lid, position, total in summed:  # a bound in two layouts: one sum
+        sums[(sid, bounds[lid][position - 1])] += total
+    return [(sid, le, total) for (sid, le), total in sums.items()]
+
+
+def _bound(le: str) -> float:
+    try:
+        return float(le)
+    except ValueError:
+        return float("inf")
+
+
+def _number(value: float) -> str:
+    # Bucket increases are counts: "12" instead of "12.0"; anything else exactly as repr.
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+def _insert_histograms(
+    conn: Connection,
+    host: str,
+    meta: SeriesMeta,
+    resolution: int,
+    grouped: Mapping[tuple[HistogramKey, datetime], Mapping[str, float]],
+) -> None:
+    if not grouped:
+        return
+    ids = _histogram_series(conn, host, meta, {key for key, _ in grouped})
+    _insert_layout_rows(
+        conn, resolution, {(ids[key], at): by_le for (key, at), by_le in grouped.items()}
+    )
+
+
+def _insert_layout_rows(
+    conn: Connection, resolution: int, rows: Mapping[tuple[int, datetime], Mapping[str, float]]
+) -> None:
+    packed = {key: pack(by_le) for key, by_le in rows.items()}
+    layouts = _layout_ids(conn, {bounds for bounds, _ in packed.values()})
+    out = [
+        {"series_id": sid, "resolution": resolution, "start": at,
+         "layout_id": layouts[bounds], "increases": increases}
+        for (sid, at), (bounds, increases) in packed.items()
+    ]  # fmt: skip
+    if out:
+        conn.execute(insert(histogram_rollups), out)
+
+
+def _histogram_series(
+    conn: Connection, host: str, meta: SeriesMeta, keys: set[HistogramKey]
+) -> dict[HistogramKey, int]:
+    """The series id of each histogram, created on first use."""
+    known = {
+        (metric, json.dumps(labels, sort_keys=True, separators=(",", ":"))): sid
+        for sid, (metric, labels) in meta.items()
+        if metric in HISTOGRAM_ROLLUPS
+    }
+    for key in sorted(keys - set(known)):
+        rows = {"host": host, "collector": HISTOGRAM_COLLECTOR, "metric": key[0], "labels": key[1]}
+        conn.execute(_insert_ignore(conn, series), [rows])
+        query = select(series.c.id).where(series.c.metric == key[0], series.c.labels == key[1])
+        known[key] = conn.execute(query).scalar_one()
+    return known
+
+
+def _layout_ids(conn: Connection, layouts: set[str]) -> dict[str, int]:
+    """The id of each bucket layout, created on first use (by any host: the table is shared)."""
+    if not layouts:
+        return {}
+    t = histogram_layouts.c
+    query = select(t.bounds, t.id).where(t.bounds.in_(sorted(layouts)))
+    found = {bounds: lid for bounds, lid in conn.execute(query)}
+    missing = sorted(layouts - set(found))
+    if missing:
+        conn.execute(_insert_ignore(conn, histogram_layouts), [{"bounds": b} for b in missing])
+        found = {bounds: lid for bounds, lid in conn.execute(query)}
+    return found
+
+
+def _insert_ignore(conn: Connection, table: Table) -> Insert:
+    # Another daemon of a PostgreSQL fleet may create the same row at the same moment.
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table).on_conflict_do_nothing()
+
+
+# -- the arithmetic -------------------------------------------------------------------------------
+
+
+def _merge_rollup(acc: dict[str, Any] | None, row: Any, hour: datetime) -> dict[str, Any]:
+    if acc is None:
+        return {"series_id": row["series_id"], "resolution": HOUR, "start": hour,
+                "count": row["count"], "sum": row["sum"], "min": row["min"], "max": row["max"],
+                "last": row["last"], "increase": row["increase"]}  # fmt: skip
+    acc["count"] += row["count"]
+    acc["sum"] += row["sum"]
+    acc["min"] = min(acc["min"], row["min"])
+    acc["max"] = max(acc["max"], row["max"])
+    acc["last"] = row["last"]  # rows come in time order
+    acc["increase"] = sum_opt(acc["increase"], row["increase"])
+    return acc
+
+
+def _is_counter(metric: str) -> bool:
+    return metric.endswith(COUNTER_SUFFIXES)
+
+
+def _rolled_up(metric: str) -> bool:
+    return metric in SERIES_ROLLUPS or histogram_of(metric) is not None
+
+
+def _series_rollups(
+    meta: SeriesMeta, points: Points, start: datetime, end: datetime, max_gap: float
+) -> Iterable[dict[str, Any]]:
+    """The minute rows of the rolled-up series (histograms per ``le`` series); every series
+    of ``meta`` is an input (``_created`` series, ``gpuwatch_target_up``)."""
+    created = _created_index(meta, points)
+    scrapes = _good_scrapes(meta, points)
+    for sid, (metric, labels) in meta.items():
+        history = points.get(sid)
+        if not history or not _rolled_up(metric):
+            continue
+        births = created.get((metric, json.dumps(labels, sort_keys=True)), {})
+        born = None
+        if _is_counter(metric) and history[0][0] > start:
+            born = _birth(history[0][0], scrapes.get(_scrape_key(labels), []), max_gap)
+        yield from _buckets(sid, metric, history, births, start, end, born)
+
+
+def _scrape_key(labels: Mapping[str, str]) -> tuple[str, str]:
+    return labels.get("host", ""), labels.get("target", "")
+
+
+def _good_scrapes(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], list[datetime]]:
+    """When each target was scraped successfully, from its gpuwatch_target_up series."""
+    out: dict[tuple[str, str], list[datetime]] = {}
+    for sid, (metric, labels) in meta.items():
+        if metric == TARGET_UP:
+            out[_scrape_key(labels)] = [ts for ts, up in points.get(sid, []) if up]
+    return out
+
+
+def _birth(first: datetime, good: Sequence[datetime], max_gap: float) -> Point | None:
+    """A zero before a counter's first-ever point, after a successful scrape that lacked it.
+
+    Engines create a label child on its first event (SGLang, vLLM V0): absent from a good
+    scrape, it had counted nothing. The zero is only the baseline of its first increase; it is
+    not a stored sample and takes no part in count, sum, min, max or last.
+    """
+    before = [ts for ts in good if ts < first and (first - ts).total_seconds() <= max_gap]
+    return (max(before), 0.0) if before else None
+
+
+def _created_index(
+    meta: SeriesMeta, points: Points
+) -> dict[tuple[str, str], dict[datetime, float]]:
+    """(counter metric, labels) -> {ts: created} from the ``_created`` series beside it."""
+    out: dict[tuple[str, str], dict[datetime, float]] = {}
+    for sid, (metric, labels) in meta.items():
+        if not metric.endswith("_created"):
+            continue
+        base = metric.removesuffix("_created")
+        births = dict(points.get(sid, []))
+        key_labels = json.dumps(labels, sort_keys=True)
+        for name in (base + "_total", base + "_bucket", base + "_count", base + "_sum"):
+            out[(name, key_labels)] = births
+    return out
+
+
+def _buckets(
+    sid: int,
+    metric: str,
+    history: Sequence[Point],
+    births: Mapping[datetime, float],
+    start: datetime,
+    end: datetime,
+    born: Point | None = None,
+) -> Iterable[dict[str, Any]]:
+    counter = _is_counter(metric)
+    rows: dict[datetime, dict[str, Any]] = {}
+    previous: Point | None = born
+    for ts, value in history:
+        bucket = bucket_of(ts, MINUTE)
+        if start <= bucket < end:
+            row = rows.get(bucket)
+            if row is None:
+                row = rows[bucket] = {
+                    "series_id": sid, "resolution": MINUTE, "start": bucket, "count": 0,
+                    "sum": 0.0, "min": value, "max": value, "last": value,
+                    "increase": 0.0 if counter else None,
+                }  # fmt: skip
+            row["count"] += 1
+            row["sum"] += value
+            row["min"], row["max"], row["last"] = (
+                min(row["min"], value),
+                max(row["max"], value),
+                value,
+            )
+            if counter and previous is not None:
+                row["increase"] += _step(previous, (ts, value), births)
+        previous = (ts, value)
+    return rows.values()
+
+
+def _step(before: Point, after: Point, births: Mapping[datetime, float]) -> float:
+    """One pair's contribution to a counter's increase: a reset counts the value after it."""
+    born_before, born_after = births.get(before[0]), births.get(after[0])
+    restarted = born_before is not None and born_after is not None and born_after != born_before
+    if restarted or after[1] < before[1]:
+        return after[1]
+    return after[1] - before[1]

@@ -1,0 +1,263 @@
+"""Raw samples: a head of recent rows, then compressed chunks; reads see both as one series.
+
+A tick writes one small row per sample into ``samples`` (the head), in the tick's transaction:
+cheap to write, and what the minute rollup, the alert inputs and ``collect`` read back. Once a
+time block (``BLOCK``, an hour) is rolled up, the rollup job packs each series' rows of that
+block into one ``sample_chunks`` row (:mod:`agent.storage.chunk_codec`) and deletes them from
+the head, in its own transaction: a crash leaves either the rows or the chunk, never neither.
+A stored sample then costs a few bytes instead of a row's fifty to a hundred.
+
+Every read goes through :func:`read` and :func:`last_at_or_before`, which merge the head and
+the chunks: whether a sample is still a row or already packed is invisible to callers. A point
+that arrives late for a block already packed stays in the head, and reads still see it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Select,
+    and_,
+    cast,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    type_coerce,
+)
+
+from agent.storage.chunk_codec import decode, encode
+from migrations.schema import from_micros, sample_chunks, samples, to_micros
+
+BLOCK = timedelta(hours=1)
+BLOCK_MICROS = int(BLOCK.total_seconds()) * 1_000_000
+MAX_BLOCKS_PER_RUN = 6  # catching up (a migrated database, a long downtime) stays bounded
+
+Point = tuple[datetime, float]
+SeriesIds = Select[Any] | Sequence[int]  # a subquery of series ids, or the ids themselves
+
+
+def block_of(ts: datetime) -> datetime:
+    """The start of the block [start, start + BLOCK) that holds ``ts``."""
+    micros = to_micros(ts)
+    return from_micros(micros - micros % BLOCK_MICROS)
+
+
+def read(
+    conn: Connection, ids: SeriesIds, after: datetime | None, until: datetime | None
+) -> dict[int, list[Point]]:
+    """Each series' points with ``after < ts <= until`` (None: unbounded), oldest first."""
+    head = select(samples.c.series_id, samples.c.ts, samples.c.value).where(
+        samples.c.series_id.in_(ids)
+    )
+    chunks = select(sample_chunks.c.series_id, sample_chunks.c.data).where(
+        sample_chunks.c.series_id.in_(ids)
+    )
+    if after is not None:
+        head = head.where(samples.c.ts > after)
+        chunks = chunks.where(sample_chunks.c.start > after - BLOCK)
+    if until is not None:
+        head = head.where(samples.c.ts <= until)
+        chunks = chunks.where(sample_chunks.c.start <= until)
+    out: dict[int, list[Point]] = defaultdict(list)
+    for sid, data in conn.execute(chunks):
+        out[sid].extend(_points(data, after, until))
+    for sid, ts, value in conn.execute(head):
+        out[sid].append((ts, value))
+    return {sid: _ordered(points) for sid, points in out.items()}
+
+
+def last_at_or_before(
+    conn: Connection, ids: SeriesIds, at: datetime, lookback: timedelta | None = None
+) -> dict[int, Point]:
+    """Each series' last point at or before ``at`` (and after ``at - lookback`` when given)."""
+    since = None if lookback is None else at - lookback
+    found = _last_in_head(conn, ids, at, since)
+    for sid, data in _chunks_newest_first(conn, ids, at, since):
+        best = found.get(sid)
+        for point in reversed(_points(data, since, at)):
+            if best is None or point[0] > best[0]:
+                found[sid] = point
+            break
+    return found
+
+
+def first_ts(conn: Connection, ids: SeriesIds) -> datetime | None:
+    """The oldest stored instant of these series (for a first rollup run)."""
+    head = conn.execute(select(func.min(samples.c.ts)).where(samples.c.series_id.in_(ids)))
+    first_head = head.scalar()
+    first_block = conn.execute(
+        select(func.min(sample_chunks.c.start)).where(sample_chunks.c.series_id.in_(ids))
+    ).scalar()
+    if first_block is not None:
+        points = read(conn, ids, None, first_block + BLOCK)
+        first_block = min((p[0][0] for p in points.values() if p), default=None)
+    candidates = [t for t in (first_head, first_block) if t is not None]
+    return min(candidates, default=None)
+
+
+def first_head_ts(conn: Connection, ids: SeriesIds) -> datetime | None:
+    """The oldest row still in the head (where a first compaction starts)."""
+    return conn.execute(select(func.min(samples.c.ts)).where(samples.c.series_id.in_(ids))).scalar()
+
+
+def compact(conn: Connection, ids: SeriesIds, start: datetime, until: datetime) -> datetime:
+    """Pack the head rows of whole blocks from ``start``'s block up to ``until``'s (exclusive)
+    into chunks, at most ``MAX_BLOCKS_PER_RUN`` blocks; returns where packing stopped (the
+    next run's ``start``)."""
+    begin = block_of(start)
+    end = min(block_of(until), begin + MAX_BLOCKS_PER_RUN * BLOCK)
+    if end <= begin:
+        return begin
+    in_range = and_(samples.c.series_id.in_(ids), samples.c.ts >= begin, samples.c.ts < end)
+    rows = conn.execute(
+        select(samples.c.series_id, _micros(conn, samples.c.ts), samples.c.value)
+        .where(in_range)
+        .order_by(samples.c.series_id, samples.c.ts)
+    ).all()
+    packed = _by_series_block(rows)
+    if packed:
+        _merge_existing(conn, packed, begin, end)
+        conn.execute(delete(sample_chunks).where(_chunk_keys(packed)))
+        conn.execute(insert(sample_chunks), [_chunk_row(k, p) for k, p in packed.items()])
+        conn.execute(delete(samples).where(in_range))
+    return end
+
+
+def _micros(conn: Connection, column: Any) -> Any:
+    """``column`` as integer microseconds, read without a datetime per row (packing an hour
+    of a box's series reads a few hundred thousand rows)."""
+    if conn.dialect.name == "sqlite":
+        return type_coerce(column, BigInteger)  # UtcInstant stores exactly that there
+    return cast(func.round(func.extract("epoch", column) * 1_000_000), BigInteger)
+
+
+def trim(conn: Connection, ids: SeriesIds, cutoff: datetime) -> None:
+    """Retention: drop head rows older than ``cutoff`` and chunks wholly older than it."""
+    conn.execute(delete(samples).where(samples.c.series_id.in_(ids), samples.c.ts < cutoff))
+    conn.execute(
+        delete(sample_chunks).where(
+            sample_chunks.c.series_id.in_(ids), sample_chunks.c.start <= cutoff - BLOCK
+        )
+    )
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+ChunkKey = tuple[int, int]  # (series id, block start in microseconds)
+RawPoint = tuple[int, float]  # (microseconds, value)
+
+
+def _points(data: bytes, after: datetime | None, until: datetime | None) -> list[Point]:
+    lo = None if after is None else to_micros(after)
+    hi = None if until is None else to_micros(until)
+    return [
+        (from_micros(ts), value)
+        for ts, value in decode(data)
+        if (lo is None or ts > lo) and (hi is None or ts <= hi)
+    ]
+
+
+def _ordered(points: list[Point]) -> list[Point]:
+    # A point both packed and in the head (a late write merged later) counts once.
+    return sorted(dict(points).items())
+
+
+def _last_in_head(
+    conn: Connection, ids: SeriesIds, at: datetime, since: datetime | None
+) -> dict[int, Point]:
+    bounds = [samples.c.series_id.in_(ids), samples.c.ts <= at]
+    if since is not None:
+        bounds.append(samples.c.ts > since)
+    last = (
+        select(samples.c.series_id, func.max(samples.c.ts).label("ts"))
+        .where(*bounds)
+        .group_by(samples.c.series_id)
+        .subquery()
+    )
+    query = select(samples.c.series_id, samples.c.ts, samples.c.value).join(
+        last, and_(samples.c.series_id == last.c.series_id, samples.c.ts == last.c.ts)
+    )
+    return {sid: (ts, value) for sid, ts, value in conn.execute(query)}
+
+
+def _chunks_newest_first(
+    conn: Connection, ids: SeriesIds, at: datetime, since: datetime | None
+) -> Iterator[tuple[int, bytes]]:
+    """Per series, its chunks at or before ``at``, newest first, until one has a point in
+    range: usually the first one read."""
+    c = sample_chunks.c
+    bounds = [c.series_id.in_(ids), c.start <= at]
+    if since is not None:
+        bounds.append(c.start > since - BLOCK)
+    newest = select(c.series_id, func.max(c.start).label("start")).where(*bounds)
+    latest = newest.group_by(c.series_id).subquery()
+    query = select(c.series_id, c.start, c.data).join(
+        latest, and_(c.series_id == latest.c.series_id, c.start == latest.c.start)
+    )
+    missing: list[tuple[int, datetime]] = []
+    for sid, start, data in conn.execute(query):
+        if _points(data, since, at):
+            yield sid, data
+        else:  # every point of the newest block is after ``at``: look one block further back
+            missing.append((sid, start))
+    for sid, start in missing:
+        older = conn.execute(
+            select(c.data)
+            .where(c.series_id == sid, c.start < start, *bounds[1:])
+            .order_by(c.start.desc())
+        )
+        for (data,) in older:
+            if _points(data, since, at):
+                yield sid, data
+                break
+
+
+def _by_series_block(rows: Iterable[Any]) -> dict[ChunkKey, list[RawPoint]]:
+    packed: dict[ChunkKey, list[RawPoint]] = defaultdict(list)
+    for sid, micros, value in rows:
+        packed[(sid, micros - micros % BLOCK_MICROS)].append((micros, value))
+    return packed
+
+
+def _merge_existing(
+    conn: Connection, packed: dict[ChunkKey, list[RawPoint]], begin: datetime, end: datetime
+) -> None:
+    """Points already packed for the same blocks (rows that came late) join the new chunks."""
+    c = sample_chunks.c
+    sids = sorted({sid for sid, _ in packed})
+    existing = conn.execute(
+        select(c.series_id, c.start, c.data).where(
+            c.series_id.in_(sids), c.start >= begin, c.start < end
+        )
+    )
+    for sid, start, data in existing:
+        key = (sid, to_micros(start))
+        if key in packed:
+            packed[key] = sorted(dict(decode(data) + packed[key]).items())
+
+
+def _chunk_keys(packed: Mapping[ChunkKey, list[RawPoint]]) -> Any:
+    c = sample_chunks.c
+    by_block: dict[int, list[int]] = defaultdict(list)
+    for sid, start in packed:
+        by_block[start].append(sid)
+    return or_(
+        *(
+            and_(c.start == from_micros(start), c.series_id.in_(sids))
+            for start, sids in by_block.items()
+        )
+    )
+
+
+def _chunk_row(key: ChunkKey, points: list[RawPoint]) -> dict[str, Any]:
+    sid, start = key
+    return {"series_id": sid, "start": from_micros(start), "count": len(points),
+            "data": encode(points)}  # fmt: skip

@@ -1,0 +1,63 @@
+"""What the rollup job keeps: the metrics that reports, cost signals and alerts read from the
+rollup tables, and nothing else.
+
+Every other series stays raw only (kept for the raw retention): a rollup row per series per
+minute for every ``_created`` series, gauge and histogram bucket was most of a box's database,
+and nothing read it. The rollup still *reads* other series as inputs (``_created`` series
+and ``gpuwatch_target_up`` for restarts and births, the GPU readings for the cost ledger).
+
+Readers take the names from here through :func:`rolled_up`, so a reader cannot ask for a metric
+the rollup does not write: it fails when its module is imported, in every test that uses it.
+"""
+
+from __future__ import annotations
+
+# Counters whose restart-safe increases reports and the cost summaries read (``rollups``).
+GENERATION_TOKENS = "gpuwatch_engine_generation_tokens_total"
+PROMPT_TOKENS_COMPUTED = "gpuwatch_engine_prompt_tokens_computed_total"
+PROMPT_TOKENS = "gpuwatch_engine_prompt_tokens_total"
+REQUESTS_FINISHED = "gpuwatch_engine_requests_finished_total"
+# Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
+MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
+MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
+
+# Histograms (base names) whose bucket increases the report's latency quantiles and the alert
+# inputs' 24 h baseline read: one ``histogram_rollups`` row per histogram and bucket time.
+TTFT = "gpuwatch_engine_ttft_seconds"
+E2E = "gpuwatch_engine_e2e_latency_seconds"
+
+SERIES_ROLLUPS = frozenset(
+    {
+        GENERATION_TOKENS,
+        PROMPT_TOKENS_COMPUTED,
+        PROMPT_TOKENS,
+        REQUESTS_FINISHED,
+        MEMORY_USED,
+        MEMORY_TOTAL,
+    }
+)
+HISTOGRAM_ROLLUPS = frozenset({TTFT, E2E})
+BUCKET_SUFFIX = "_bucket"
+
+
+class NotRolledUp(ValueError):
+    """A reader asked for a metric the rollup job does not write."""
+
+
+def rolled_up(*metrics: str) -> tuple[str, ...]:
+    """``metrics``, after checking that each has rollup rows (``rollups`` for a series metric,
+    ``histogram_rollups`` for a histogram's base name)."""
+    missing = [m for m in metrics if m not in SERIES_ROLLUPS and m not in HISTOGRAM_ROLLUPS]
+    if missing:
+        raise NotRolledUp(
+            f"not rolled up: {', '.join(missing)}; add it to agent/storage/rolled_up.py"
+        )
+    return metrics
+
+
+def histogram_of(metric: str) -> str | None:
+    """The rolled-up histogram a ``_bucket`` series belongs to, if any."""
+    if not metric.endswith(BUCKET_SUFFIX):
+        return None
+    base = metric.removesuffix(BUCKET_SUFFIX)
+    return base if base in HISTOGRAM_ROLLUPS else None
