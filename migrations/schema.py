@@ -424,3 +424,30 @@ digests = Table(
     Column("sent_at", UtcDateTime(), nullable=True),
     Column("error", Text, nullable=True),
 )
+
+# -- fleet -----------------------------------------------------------------------------------
+
+# How far a box has forwarded each stream of its local database to the central one
+# (agent.storage.forward): a time watermark for bucketed and changed-since streams, an id for the
+# streams that follow ids. The forward commits centrally before this moves, so a crash between
+# the two resends a batch, which the central upsert replaces.
+forward_state = Table(
+    "forward_state",
+    metadata,
+    Column("stream", String(128), primary_key=True),  # "rollups/60", "cost_records", ...
+    Column("until_ts", UtcDateTime(), nullable=True),
+    Column("until_id", BigInteger, nullable=True),
+)
+
+# The fleet-wide cost signals (cost per million tokens per model over the fleet, budget use,
+# billed spend), computed once a minute by the fleet leader and read by every daemon for its
+# /metrics, so that no host recomputes the whole fleet's figures.
+fleet_signals = Table(
+    "fleet_signals",
+    metadata,
+    Column("metric", String(200), primary_key=True),
+    Column("labels", Text, primary_key=True),  # canonical JSON, as in ``series``
+    Column("value", Double, nullable=False),
+    Column("computed_at", UtcDateTime(), nullable=False),
+    Column("computed_by", String(255), nullable=False),
+)

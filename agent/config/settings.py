@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.config.alerts import AlertsConfig, parse_alerts
 from agent.config.digest import DigestConfig, parse_digest
+from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.rates import Rate, parse_rates
 from agent.config.reader import Reader
 from agent.config.secret import Secret
@@ -166,6 +167,7 @@ class Config:
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     digest: DigestConfig = field(default_factory=DigestConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
     source: str = "built-in defaults"
 
     @property
@@ -238,6 +240,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "billing",
             "alerts",
             "digest",
+            "fleet",
         },
     )
     config = Config(
@@ -255,6 +258,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         notify=_notify(r, top),
         alerts=parse_alerts(r, top),
         digest=parse_digest(r, top),
+        fleet=parse_fleet(r, top),
         source=source,
     )
     if r.problems:

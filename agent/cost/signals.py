@@ -1,17 +1,26 @@
 """The cost signals of DESIGN.md, for /metrics: recomputed after each rollup, from the rollups.
 
+Each host computes its own figures from its own rows (:func:`host_samples`, labelled
+``scope="host"`` where a fleet-wide twin exists); the fleet-wide ones (:func:`fleet_samples`,
+``scope="fleet"``) are computed once a minute by the fleet leader, stored in ``fleet_signals``
+and read by every daemon (:mod:`agent.cost.fleet_signals`), so no host's minute job reads the
+whole fleet.
+
 - ``gpuwatch_gpu_hourly_cost_usd``: what each GPU of this host costs per hour now (rate card).
 - ``gpuwatch_spend_usd_total{source}``: all spend stored, ``metered`` (rate card x uptime of this
-  host) and per billing source (what providers billed, whole account).
-- ``gpuwatch_idle_cost_usd_total``: the metered cost of GPU time that was not busy.
-- ``gpuwatch_cost_per_million_tokens_usd{model, window}``: 1h, 24h, 7d, 30d and month.
-- ``gpuwatch_budget_used_ratio``: month-to-date spend over ``budget.monthly_usd``; the spend is
-  what providers billed this month when they billed anything, else the metered figure.
+  host, scope host) and per billing source (what providers billed, whole account, scope fleet).
+- ``gpuwatch_idle_cost_usd_total``: the metered cost of this host's GPU time that was not busy.
+- ``gpuwatch_cost_per_million_tokens_usd{model, window, scope}``: 1h, 24h, 7d, 30d and month;
+  ``scope="host"`` over this host's GPUs and tokens, ``scope="fleet"`` over every host's.
+- ``gpuwatch_budget_used_ratio{scope="fleet"}``: month-to-date spend over
+  ``budget.monthly_usd``; the spend is what providers billed this month when they billed
+  anything, else the metered figure of the whole fleet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -20,7 +29,7 @@ from sqlalchemy import Engine, func, select
 from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.ratecard import RateCard
-from agent.cost.summarize import summarize
+from agent.cost.summarize import Summary, summarize
 from collectors.base import Sample
 from migrations.schema import cost_records, gpu_usage
 
@@ -45,26 +54,55 @@ def hourly_prices(config: Config, gpus: Iterable[Sample], now: datetime) -> list
 
 
 def cost_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:
-    """Spend, idle cost, cost per million useful tokens and budget use, as of ``now``."""
-    end = now.replace(second=0, microsecond=0)
+    """Every cost signal computed here, host and fleet figures both: a lone box, or a test.
+    The daemon splits them (:func:`host_samples` here, :func:`fleet_samples` on the leader)."""
     host = {"host": config.host}
-    out = [_sample("gpuwatch_spend_usd_total", v, now, host | {"source": source})
-           for source, v in _spend(engine, config.host).items()]  # fmt: skip
+    fleet = [replace(s, labels={**host, **s.labels}) for s in fleet_samples(engine, config, now)]
+    return host_samples(engine, config, now) + fleet
+
+
+def host_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:
+    """This host's spend, idle cost and cost per million useful tokens, as of ``now``: its
+    own rows only, so the minute job costs the same beside 1 or 1,000 other hosts."""
+    host = {"host": config.host}
+    metered = _sum(engine, gpu_usage.c.cost_usd, config.host)
+    out = [_sample("gpuwatch_spend_usd_total", metered, now, host | {"source": "metered"})]
     idle = _sum(engine, gpu_usage.c.idle_cost_usd, config.host)
     out.append(_sample("gpuwatch_idle_cost_usd_total", idle, now, host))
-    month_start = end.astimezone(config.zone).replace(day=1, hour=0, minute=0)
-    for name, start in [*((n, end - d) for n, d in WINDOWS.items()), ("month", month_start)]:
-        summary = summarize(engine, start, end, useful=config.cost.useful_tokens)
-        for line in summary.models:
-            per = line.usd_per_million_tokens
-            if per is not None:
-                labels = host | {"model": line.name, "window": name}
-                out.append(_sample("gpuwatch_cost_per_million_tokens_usd", per, now, labels))
-        if name == "month" and config.budget.monthly_usd:
-            used = _month_spend(engine, summary.fleet.cost_usd, month_start, end)
-            ratio = used / config.budget.monthly_usd
-            out.append(_sample("gpuwatch_budget_used_ratio", ratio, now, host))
+    for name, start, end in _windows(config, now):
+        summary = summarize(engine, start, end, useful=config.cost.useful_tokens, host=config.host)
+        out += _per_million(summary, now, host | {"window": name, "scope": "host"})
     return out
+
+
+def fleet_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:
+    """The fleet-wide figures (no ``host`` label: they belong to no host): cost per million
+    useful tokens per model over every host, budget use, billed spend per source."""
+    fleet = {"scope": "fleet"}
+    out = [_sample("gpuwatch_spend_usd_total", v, now, fleet | {"source": source})
+           for source, v in _billed_totals(engine).items()]  # fmt: skip
+    for name, start, end in _windows(config, now):
+        summary = summarize(engine, start, end, useful=config.cost.useful_tokens)
+        out += _per_million(summary, now, fleet | {"window": name})
+        if name == "month" and config.budget.monthly_usd:
+            used = _month_spend(engine, summary.fleet.cost_usd, start, end)
+            ratio = used / config.budget.monthly_usd
+            out.append(_sample("gpuwatch_budget_used_ratio", ratio, now, fleet))
+    return out
+
+
+def _windows(config: Config, now: datetime) -> list[tuple[str, datetime, datetime]]:
+    end = now.replace(second=0, microsecond=0)
+    month_start = end.astimezone(config.zone).replace(day=1, hour=0, minute=0)
+    return [*((n, end - d, end) for n, d in WINDOWS.items()), ("month", month_start, end)]
+
+
+def _per_million(summary: Summary, now: datetime, labels: dict[str, str]) -> list[Sample]:
+    return [
+        _sample("gpuwatch_cost_per_million_tokens_usd", per, now, labels | {"model": line.name})
+        for line in summary.models
+        if (per := line.usd_per_million_tokens) is not None
+    ]
 
 
 def _sample(metric: str, value: Decimal, now: datetime, labels: dict[str, str]) -> Sample:
@@ -90,8 +128,8 @@ def _sum(engine: Engine, column: object, host: str) -> Decimal:
     return total
 
 
-def _spend(engine: Engine, host: str) -> dict[str, Decimal]:
-    out = {"metered": _sum(engine, gpu_usage.c.cost_usd, host)}
+def _billed_totals(engine: Engine) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
     query = (
         select(cost_records.c.source, func.sum(cost_records.c.amount))
         .where(cost_records.c.kind == "billed", cost_records.c.currency == "USD")

@@ -22,7 +22,8 @@ from agent.cost.allocation import Allocator, TargetPlacement
 from agent.cost.billing import BillingJob
 from agent.cost.budget import gather_budget
 from agent.cost.metering import rollup_for
-from agent.cost.signals import cost_samples, hourly_prices
+from agent.cost.signals import host_samples, hourly_prices
+from agent.daemon.fleet import FleetLink
 from agent.daemon.leader import Leadership, leadership_for
 from agent.reporting.digest_job import DigestJob, Outcome
 from agent.storage.db import open_database
@@ -80,6 +81,7 @@ class App:
     fleet_alerting: Alerting  # the budget rules, over every host's data
     leader: Leadership  # whether this daemon does the fleet's work (see agent.daemon.leader)
     digest: DigestJob | None  # None: no weekly digest ([digest] off, or no Slack)
+    fleet: FleetLink  # the fleet's database (central when [fleet] forwards) and the forward
     leading: bool = False  # as of the last check_leadership()
     started_at: datetime | None = None  # the first tick: "never collected" counts from here
     queued: int = 0  # notifications the last tick queued (the daemon delivers them at once)
@@ -90,6 +92,7 @@ class App:
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
         """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
         engine = open_database(config.database_url)
+        fleet = FleetLink.open(config, engine)  # the fleet's work runs on fleet.engine
         chosen = build_collectors(config) if collectors is None else collectors
         placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
         receivers = build_receivers(config)
@@ -102,9 +105,10 @@ class App:
             rollup_for(engine, config),
             BillingJob(engine, config.billing),
             Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES),
-            Alerting.for_scope(engine, FLEET, config.alerts, receivers, BUDGET_RULES),
-            leadership_for(engine, config.host),
-            DigestJob.from_config(engine, config, config.digest),
+            Alerting.for_scope(fleet.engine, FLEET, config.alerts, receivers, BUDGET_RULES),
+            leadership_for(fleet.engine, config.host),
+            DigestJob.from_config(fleet.engine, config, config.digest),
+            fleet,
         )
 
     def tick(self, now: datetime) -> Round:
@@ -174,11 +178,14 @@ class App:
         return delivery
 
     def roll_up(self, now: datetime) -> list[Sample]:
-        """Roll up what is complete, then recompute the cost signals from the rollups."""
+        """Roll up what is complete, forward it to the central database ([fleet]), then this
+        host's cost signals from its own rollups and the fleet-wide ones the leader stores."""
         self.rollup.run(now)
+        forwarded = self.fleet.forward(now)
         if self.leading:
             self.queued = self.evaluate_fleet_alerts(now)
-        return cost_samples(self.engine, self.config, now)
+        fleet = self.fleet.signals(self.config, now, self.leading)
+        return host_samples(self.engine, self.config, now) + fleet + forwarded
 
     def send_digest(self, now: datetime) -> Outcome | None:
         """The weekly digest, on the leader only; the digests table makes it once a week
@@ -198,7 +205,7 @@ class App:
         """The budget rules, once a minute after the rollup (they read rollups only)."""
         rules = self.fleet_alerting.rules
         try:
-            inputs = gather_budget(self.engine, self.config, now, rules)
+            inputs = gather_budget(self.fleet.engine, self.config, now, rules)
             found, evaluated = budget_conditions(rules, inputs)
             _, plan = self.fleet_alerting.evaluate(found, evaluated, now)
         except SQLAlchemyError as exc:
@@ -211,6 +218,7 @@ class App:
         self.runner.close()
         self.billing.close()
         self.leader.close()
+        self.fleet.close()
         for collector in self.runner.collectors:
             close = getattr(collector, "close", None)
             if callable(close):
