@@ -1,19 +1,29 @@
 """Upgrade a database to the newest schema, or tell whether it is there.
 
 Kept free of gpuwatch's other packages so ``gpuwatch db upgrade`` can run on its own.
+
+Alembic is imported only when there is work for it: a daemon whose database is already at the
+head (every start but the first after an upgrade) reads the version row and the scripts'
+``revision`` lines itself. Alembic and what it pulls in (Mako, Pygments) would otherwise stay
+in the daemon's memory for its whole life, about 8 MB (bench/memory.py).
 """
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 _HERE = Path(__file__).resolve().parent
+_REVISION = re.compile(r'^(down_revision|revision)\s*=\s*"([^"]+)"', re.MULTILINE)
 
 
 class SchemaError(RuntimeError):
@@ -22,6 +32,8 @@ class SchemaError(RuntimeError):
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic config pointing at this package's scripts (no alembic.ini needed)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_HERE))
     if connection is not None:
@@ -29,9 +41,17 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
+@cache
 def head_revision() -> str:
-    """The single head revision of the migration scripts."""
-    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    """The single head revision of the migration scripts: the one no script revises."""
+    revisions, revised = set(), set()
+    for script in (_HERE / "versions").glob("*.py"):
+        found = dict((key, value) for key, value in _REVISION.findall(script.read_text()))
+        if "revision" in found:
+            revisions.add(found["revision"])
+        if "down_revision" in found:
+            revised.add(found["down_revision"])
+    heads = sorted(revisions - revised)
     if len(heads) != 1:
         raise SchemaError(f"migrations have {len(heads)} heads ({', '.join(heads)}); expected one")
     return heads[0]
@@ -40,15 +60,23 @@ def head_revision() -> str:
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at, or None for an empty (never migrated) database."""
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        try:
+            row = connection.execute(text("SELECT version_num FROM alembic_version")).first()
+        except DBAPIError:  # no such table: never migrated
+            return None
+    return None if row is None else str(row[0])
 
 
 def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     """Apply every pending migration; returns (revision before, revision after)."""
-    before = current_revision(engine)
+    before, head = current_revision(engine), head_revision()
+    if before == head:
+        return before, head
+    from alembic import command
+
     with engine.begin() as connection:
         command.upgrade(alembic_config(connection), "head")
-    return before, head_revision()
+    return before, head
 
 
 def assert_at_head(engine: Engine) -> None:
@@ -68,6 +96,8 @@ def assert_at_head(engine: Engine) -> None:
 
 
 def _known(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+
     try:
         return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
     except Exception:  # alembic raises several types for unknown ids; all mean "not ours"

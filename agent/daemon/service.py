@@ -26,6 +26,7 @@ from agent.config.settings import Config, load_config, parse_listen
 from agent.daemon.app import App, Clock, utc_now
 from agent.daemon.exposition import LatestRoundCollector, make_registry
 from agent.daemon.leader import CHECK_SECONDS
+from agent.daemon.malloc import limit_arenas, trim
 from agent.daemon.sdnotify import SdNotifier
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
 
@@ -85,6 +86,7 @@ class Daemon:
     _tick_started: float | None = None  # monotonic start of the running tick, None when idle
 
     def __post_init__(self) -> None:
+        limit_arenas()  # before any thread allocates (see agent.daemon.malloc)
         self.app = App.open(self.config)
         self.metrics = MetricsServer(self.config.daemon.metrics_listen, self.latest)
         self.scheduler = BackgroundScheduler(timezone="UTC")
@@ -99,6 +101,7 @@ class Daemon:
                 log.exception("tick failed")
             finally:
                 self._tick_started = None
+            trim()  # the round's scrape bodies and rows: a tick's garbage, not the next's heap
             if self.app.queued and self.scheduler.running:
                 self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
 
@@ -115,6 +118,7 @@ class Daemon:
             self.latest.update_cost(self.app.roll_up(self.clock()))
         except Exception:
             log.exception("rollup failed; it resumes from its watermark next minute")
+        trim()  # the minute's garbage (rollup reads, a minute of rounds) back to the kernel
         if self.app.queued and self.scheduler.running:
             self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
 

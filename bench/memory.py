@@ -1,0 +1,377 @@
+"""Benchmark: the running daemon's memory over time (issue 11): is it flat, and how big is it?
+
+    python bench/memory.py [--minutes 60] [--sample-seconds 5] [--warmup-minutes M]
+
+Starts the real daemon (``gpuwatch run --config ...``, a subprocess with a temporary state
+directory, SQLite at its default place, already migrated by ``gpuwatch db upgrade`` as on every
+start but a box's first, ``[daemon] interval_seconds = 1``) over the fake
+libnvidia-ml.so.1 with 8 busy GPUs (tests/fakenvml) and 2 vLLM 0.33 targets served by the engine
+simulator from this process (each 2 models x 2 data-parallel engines, every histogram; gauges
+moving every 5 s, a request completing per engine a minute). Like Prometheus would, this
+process scrapes the daemon's own /metrics every 15 s. Every ``--sample-seconds`` it reads the
+daemon's VmRSS (/proc/PID/status) and PSS (/proc/PID/smaps_rollup), and prints at the end: RSS
+at its first stored tick, after warm-up and at the end, the peak, and the slope by least
+squares over the samples after warm-up, in MB per hour. Warm-up is 15 minutes by default (a
+quarter of shorter runs): measured, the daemon climbs for its first 10-15 minutes (caches,
+allocator pools and the history its minute jobs and alert windows read all filling up) and
+only then reaches the level a leak would rise from.
+
+Baselines, measured in the same run:
+- a bare Python process that imported pynvml and initialised NVML (as bench/tick.py);
+- a Python process that imported what `gpuwatch run` imports (agent.cli.main and the daemon's
+  modules) and initialised NVML, without ticking: what the code costs before any data;
+- the daemon's own RSS after warm-up (the slope is measured against it).
+
+Targets (issue 11): RSS at most 70 MB, and flat. "Flat" here means no upward slope beyond
+noise: a slope under 0.5 MB/hour, or one that is not above twice its own standard error
+(RSS moves in pages and allocator chunks, so a perfectly level line is not expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agent.sim import Traffic, content_type, render  # noqa: E402
+from bench.tick import fake_library, hardware  # noqa: E402
+from tests.fakenvml.build import write_config  # noqa: E402
+
+RSS_TARGET_MB = 70.0
+FLAT_MB_PER_HOUR = 0.5  # below this a slope is noise whatever its standard error
+MODELS = ("llama-3.1-8b", "qwen2.5-7b")
+SCRAPE_SECONDS = 15.0  # how often Prometheus would scrape the daemon's /metrics
+DAEMON = Path(sys.executable).parent / "gpuwatch"  # the console script of this environment
+
+FLOOR_BARE = "import pynvml; pynvml.nvmlInit()"
+FLOOR_IMPORTS = (
+    "import pynvml; pynvml.nvmlInit(); "
+    "import agent.cli.main, agent.daemon.service, collectors.nvml, collectors.scrape"
+)
+PRINT_RSS = "; print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])"
+
+
+@dataclass(frozen=True)
+class Reading:
+    seconds: float  # since the daemon started
+    rss_mb: float
+    pss_mb: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    slope: float  # MB per hour
+    stderr: float  # of the slope, MB per hour
+    residual: float  # standard deviation of the samples around the line, MB
+
+    @property
+    def flat(self) -> bool:
+        return self.slope < FLAT_MB_PER_HOUR or self.slope <= 2 * self.stderr
+
+
+def least_squares(points: list[tuple[float, float]]) -> Fit:
+    """Slope (per hour) of y over x (seconds), its standard error, and the residual spread."""
+    n = len(points)
+    if n < 3:
+        return Fit(0.0, math.inf, 0.0)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    sse = sum((y - my - slope * (x - mx)) ** 2 for x, y in points)
+    stderr = math.sqrt(sse / (n - 2) / sxx)
+    return Fit(slope * 3600, stderr * 3600, math.sqrt(sse / n))
+
+
+def proc_kb(path: str, field: str) -> float:
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in {path}")
+
+
+def read(pid: int, started: float) -> Reading:
+    rss = proc_kb(f"/proc/{pid}/status", "VmRSS")
+    pss = proc_kb(f"/proc/{pid}/smaps_rollup", "Pss")
+    return Reading(time.monotonic() - started, rss, pss)
+
+
+def floor_mb(code: str, env: dict[str, str]) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", code + PRINT_RSS],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout) / 1024
+
+
+def traffic() -> Traffic:
+    t = Traffic(models=MODELS, engines=2)
+    for model in MODELS:
+        for engine in t.engines:
+            t.serve(24, model=model, engine=engine)
+            t.set_gauges(model=model, engine=engine, running=7, waiting=3, kv_usage=0.62)
+    return t
+
+
+class Engine:
+    """One vLLM target: the simulator's exposition, re-rendered in the background and served as
+    ready bytes, the way an engine answers from its registry.
+
+    The simulator keeps every request and a render reads them all (seconds at a few thousand),
+    so requests complete slowly (one per engine a minute) while the gauges move every render;
+    rendering off the request path keeps each scrape well inside the daemon's timeout for the
+    whole hour, on a small machine shared with the daemon."""
+
+    def __init__(self) -> None:
+        self.traffic = traffic()
+        self.body = render("vllm-0.33", self.traffic).encode()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                body = engine.body
+                self.send_response(200)
+                self.send_header("Content-Type", content_type("vllm-0.33"))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        return Handler
+
+    def step(self, n: int) -> None:
+        t = self.traffic
+        for model in MODELS:
+            for engine in t.engines:
+                if n % 12 == 0:
+                    t.serve(1, model=model, engine=engine)
+                t.set_gauges(model=model, engine=engine, running=n % 9, waiting=n % 4,
+                             kv_usage=(n % 100) / 100)  # fmt: skip
+        self.body = render("vllm-0.33", t).encode()
+
+
+@contextmanager
+def serving(engines: list[Engine], stop: threading.Event) -> Iterator[None]:
+    """The targets' HTTP servers, and their state moving every 5 s."""
+
+    def move() -> None:
+        n = 0
+        while not stop.wait(5.0):
+            n += 1
+            for e in engines:
+                e.step(n)
+
+    threads = [threading.Thread(target=e.server.serve_forever, daemon=True) for e in engines]
+    threads.append(threading.Thread(target=move, daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for e in engines:
+            e.server.shutdown()
+            e.server.server_close()
+        for thread in threads:
+            thread.join()
+
+
+@contextmanager
+def scraping(port: int, stop: threading.Event) -> Iterator[list[int]]:
+    """GET the daemon's /metrics every 15 s, like Prometheus; yields the count of answers."""
+    answered = [0]
+
+    def scrape() -> None:
+        while not stop.wait(SCRAPE_SECONDS):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    r.read()
+                answered[0] += 1
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    try:
+        yield answered
+    finally:
+        stop.set()
+        thread.join()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_daemon_config(work: Path, urls: list[str], metrics_port: int) -> Path:
+    targets = "".join(
+        f'[[targets]]\nname = "vllm-{i}"\nurl = "{url}"\nengine = "vllm"\n\n'
+        for i, url in enumerate(urls)
+    )
+    config = work / "gpuwatch.toml"
+    config.write_text(
+        'host = "bench"\n'
+        f'[daemon]\ninterval_seconds = 1\nmetrics_listen = "127.0.0.1:{metrics_port}"\n\n' + targets
+    )
+    return config
+
+
+def ticks_stored(state: Path) -> int:
+    db = next(state.glob("*.db"), None)
+    if db is None:
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            query = "SELECT count(*) FROM collector_runs WHERE collector = 'nvml'"
+            (count,) = conn.execute(query).fetchone()
+    except sqlite3.Error:
+        return -1  # the schema changed under the bench: the count is a courtesy, not a figure
+    return int(count)
+
+
+def wait_first_tick(proc: subprocess.Popen[bytes], state: Path) -> None:
+    """The clock starts at the first stored tick: start-up (imports, migrations) is not drift."""
+    deadline = time.monotonic() + 120
+    while ticks_stored(state) < 1:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the daemon did not tick")
+        time.sleep(0.2)
+
+
+def sample_daemon(proc: subprocess.Popen[bytes], seconds: float, every: float) -> list[Reading]:
+    started = time.monotonic()
+    readings: list[Reading] = []
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited with {proc.returncode}")
+        readings.append(read(proc.pid, started))
+        elapsed = time.monotonic() - started
+        if elapsed >= seconds:
+            return readings
+        if len(readings) % 60 == 0:
+            last = readings[-1]
+            mins = elapsed / 60
+            print(
+                f"  {mins:5.1f} min  RSS {last.rss_mb:6.1f} MB  PSS {last.pss_mb:6.1f} MB",
+                flush=True,
+            )
+        time.sleep(min(every, max(0.0, seconds - elapsed)))
+
+
+def row(name: str, rss: float, extra: str = "") -> None:
+    print(f"{name:<58} RSS {rss:6.1f} MB{extra}")
+
+
+def report(readings: list[Reading], warmup: float, floors: dict[str, float], ticks: int) -> None:
+    after = [r for r in readings if r.seconds >= warmup]
+    start, end = readings[0], readings[-1]
+    warm = after[0] if after else end
+    peak = max(readings, key=lambda r: r.rss_mb)
+    fit = least_squares([(r.seconds, r.rss_mb) for r in after])
+    pss = least_squares([(r.seconds, r.pss_mb) for r in after])
+    print()
+    for name, value in floors.items():
+        row(f"floor: {name}", value)
+    row("daemon at its first stored tick", start.rss_mb)
+    row(f"daemon after warm-up ({warm.seconds / 60:.1f} min)", warm.rss_mb)
+    row(f"daemon at the end ({end.seconds / 60:.1f} min, {ticks} ticks)", end.rss_mb,
+        f"  PSS {end.pss_mb:6.1f} MB")  # fmt: skip
+    row(f"daemon peak (at {peak.seconds / 60:.1f} min)", peak.rss_mb)
+    print(f"slope after warm-up ({len(after)} samples): RSS {fit.slope:+.2f} MB/h "
+          f"(stderr {fit.stderr:.2f}, residual {fit.residual:.2f} MB); "
+          f"PSS {pss.slope:+.2f} MB/h (stderr {pss.stderr:.2f})")  # fmt: skip
+    size = "OK" if peak.rss_mb <= RSS_TARGET_MB else "OVER TARGET"
+    flat = "OK" if fit.flat else "RISING"
+    print(f"target: RSS <= {RSS_TARGET_MB:.0f} MB (peak) -> {size}")
+    print(f"target: flat (slope < {FLAT_MB_PER_HOUR} MB/h or <= 2 x stderr) -> {flat}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--sample-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--warmup-minutes", type=float, help="default: 15, or a quarter of shorter runs"
+    )
+    parser.add_argument("--csv", type=Path, help="also write every reading (seconds, RSS, PSS)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the daemon on the way out
+    warmup = 60 * (args.warmup_minutes if args.warmup_minutes is not None
+                   else min(15.0, args.minutes / 4))  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        work = Path(tmp)
+        state = work / "state"
+        state.mkdir(mode=0o700)
+        libdir = fake_library(work)
+        env = {
+            **os.environ,
+            "LD_LIBRARY_PATH": str(libdir),
+            "FAKE_NVML_CONFIG": str(write_config(work / "hardware.txt", hardware())),
+            "PYTHONPATH": str(REPO),
+            "STATE_DIRECTORY": str(state),
+            "HOME": str(work),  # no user config of whoever runs the bench
+        }
+        floors = {
+            "python + pynvml initialised": floor_mb(FLOOR_BARE, env),
+            "python + the daemon's imports, NVML initialised": floor_mb(FLOOR_IMPORTS, env),
+        }
+        stop = threading.Event()
+        engines = [Engine(), Engine()]
+        stack.enter_context(serving(engines, stop))
+        port = free_port()
+        config = write_daemon_config(work, [e.url for e in engines], port)
+        # Every start but a box's first finds its database at the newest schema: migrate it first
+        # (a separate process), so the daemon measured is the one that runs for months.
+        upgrade = [str(DAEMON), "--log-level", "WARNING", "db", "upgrade", "--config", str(config)]
+        subprocess.run(upgrade, env=env, cwd=work, check=True)
+        command = [str(DAEMON), "--log-level", "WARNING", "run", "--config", str(config)]
+        proc = subprocess.Popen(command, env=env, cwd=work)
+        try:
+            answered = stack.enter_context(scraping(port, stop))
+            print(f"daemon pid {proc.pid}: sampling every {args.sample_seconds:g} s for "
+                  f"{args.minutes:g} min (warm-up {warmup / 60:g} min)", flush=True)  # fmt: skip
+            wait_first_tick(proc, state)
+            readings = sample_daemon(proc, args.minutes * 60, args.sample_seconds)
+            ticks = ticks_stored(state)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        print(f"/metrics scraped {answered[0]} times; exit code {proc.returncode}")
+        if args.csv:
+            lines = [f"{r.seconds:.1f},{r.rss_mb:.2f},{r.pss_mb:.2f}" for r in readings]
+            args.csv.write_text("seconds,rss_mb,pss_mb\n" + "\n".join(lines) + "\n")
+        report(readings, warmup, floors, ticks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
