@@ -253,6 +253,10 @@ def heatmap(gpus: Sequence[GpuKey], gpu_days: Sequence[GpuDay]) -> str:
             "The table below has the figures.",
         )
     ]
+    # A month of a large fleet is tens of thousands of cells: what is the same along a row or
+    # a column is formatted once.
+    width, height = _f(max(cell - 1, 0.5)), _f(row - 2)
+    columns = [(day, f'<rect class="cell" x="{_f(x_of[day] - cell / 2)}" y="') for day in days]
     for i, gpu in enumerate(gpus):
         y = plot.top + i * row
         name = f"{gpu.host} #{gpu.gpu_index}"
@@ -262,15 +266,13 @@ def heatmap(gpus: Sequence[GpuKey], gpu_days: Sequence[GpuDay]) -> str:
             f'dominant-baseline="middle"><title>{escape(f"{name} {gpu.gpu_uuid}")}</title>'
             f"{escape(short)}</text>"
         )
-        for day in days:
+        rest = f'{_f(y)}" width="{width}" height="{height}" fill="'
+        about = escape(f"{name} ({gpu.gpu_uuid}), ")
+        for day, opening in columns:
             ratio = ratios.get((gpu, day))
             fill = NO_DATA if ratio is None or not math.isfinite(ratio) else _heat(ratio)
-            label = f"{name} ({gpu.gpu_uuid}), {day}: {text(Cell(Kind.RATIO, ratio, 'no data'))}"
-            parts.append(
-                f'<rect class="cell" x="{_f(x_of[day] - cell / 2)}" y="{_f(y)}" '
-                f'width="{_f(max(cell - 1, 0.5))}" height="{_f(row - 2)}" fill="{fill}">'
-                f"<title>{escape(label)}</title></rect>"
-            )
+            figure = escape(f"{day}: {text(Cell(Kind.RATIO, ratio, 'no data'))}")
+            parts.append(f'{opening}{rest}{fill}"><title>{about}{figure}</title></rect>')
     parts += [
         f'<text x="{_f(x_of[day])}" y="{_f(plot.top - 8)}" text-anchor="middle">{day:%m-%d}</text>'
         for day in days[:: max(1, math.ceil(len(days) / 10))]
