@@ -16,6 +16,9 @@ RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PACKAGE_FILES := $(shell find agent collectors alerts migrations -not -path '*/__pycache__*')
 FAKENVML := build/fakenvml/libnvidia-ml.so.1
+# pytest-xdist workers: one per core. A test file stays on one worker (--dist loadfile), so the
+# tests of a file never race each other for a port or a build folder.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: venv run test check lint typecheck bench prometheus-tools clean
 
@@ -70,7 +73,7 @@ check: lint typecheck
 
 test: $(TEST_STAMP) $(FAKENVML) prometheus-tools check
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
-		scripts/with-postgres scripts/pytest-strict $(PYTEST_ARGS)
+		scripts/with-postgres scripts/pytest-strict -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py

@@ -1,0 +1,227 @@
+"""The box of bench/storage.py: 8 fake GPUs and 2 vLLM 0.33 targets, ticked over simulated time.
+
+The hardware is the fake libnvidia-ml.so.1 (tests/fakenvml), whose "hardware" file is rewritten
+every tick so that utilisation, power, temperature and the energy counter move as on a busy box
+(values that never change would flatter any compressing store). Each target is an
+:class:`EngineServer` rendering vLLM 0.33 (V1 engine: every histogram, ``_created`` children)
+for 2 models x 2 data-parallel engines; between ticks each target completes one more request,
+taking its (model, engine) in turn, and every engine's gauges move.
+
+The daemon's own objects do the work: :meth:`App.tick` every ``daemon.interval_seconds`` of the
+default config, :meth:`App.roll_up` (the real rollup job and the cost signals) every simulated
+minute, and the fleet-lead check, as ``agent.daemon.service.Daemon`` schedules them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agent.collect.runner import Round
+from agent.config.settings import Config, load_config
+from agent.daemon.app import App
+from agent.daemon.leader import CHECK_SECONDS
+from agent.daemon.service import ROLLUP_SECONDS
+from agent.sim import EngineServer, Traffic
+from bench import storage_sim
+from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
+
+GPUS = 8
+TARGETS = 2
+MODELS = ("llama-3-8b", "qwen-2.5-32b")
+ENGINES = 2  # data-parallel engines per model
+VERSION = "vllm-0.33"
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+HOST = "bench-box"
+
+
+@dataclass
+class SimClock:
+    """The simulated instant; the engines' ``_created`` times read it too."""
+
+    now: datetime = T0
+
+    def unix(self) -> float:
+        return self.now.timestamp()
+
+
+def hardware(tick: int, step: float) -> FakeNvmlConfig:
+    """8 busy H100s at ``tick``: utilisation and power swing, energy counts up, one process
+    per GPU (GPUs 0-3 serve the first target, 4-7 the second)."""
+    gpus = []
+    for i in range(GPUS):
+        phase = tick / 30 + i
+        util = 55 + int(40 * abs(math.sin(phase)))
+        power_mw = 250_000 + util * 4_000 + (tick * 7919 + i * 104729) % 3_000
+        energy_mj = 10**9 + i * 10**7 + tick * int(step * 500_000) + (tick * util) % 997
+        gpus.append(
+            FakeGpu(
+                uuid=f"GPU-{i:08x}-0000-4000-8000-000000000000",
+                util=util,
+                memutil=util // 2,
+                used=62 * GiB + (tick % 50) * 64 * 1024**2,  # clear of the headroom alert
+                power_mw=power_mw,
+                temp_c=55 + util // 10,
+                sm_mhz=1_755 + (tick + i) % 3 * 15,
+                energy_mj=energy_mj,
+                throttle=0,
+            )
+        )
+    procs = tuple(FakeProcess(gpu=i, pid=4000 + i, mem=60 * GiB) for i in range(GPUS))
+    return FakeNvmlConfig(gpus=tuple(gpus), processes=procs)
+
+
+def drive(traffic: Traffic, tick: int) -> None:
+    """One tick of load: one request done on the next (model, engine), every gauge moved."""
+    children = [(m, e) for m in traffic.models for e in traffic.engines]
+    model, engine = children[tick % len(children)]
+    traffic.serve(1, model=model, engine=engine)
+    for k, (m, e) in enumerate(children):
+        wave = (tick + 3 * k) % 17
+        traffic.set_gauges(
+            model=m, engine=e, running=8 + wave, waiting=wave // 5, kv_usage=0.3 + wave / 40
+        )
+
+
+def config_text(database_url: str, urls: list[str]) -> str:
+    """The box's config: defaults everywhere except what a box must say (targets, a rate)."""
+    lines = [
+        f'host = "{HOST}"',
+        f'database_url = "{database_url}"',
+        "[daemon]",
+        'metrics_listen = ""',  # the bench reads the database, not /metrics
+        "[[rates]]",
+        'gpu = "*"',
+        "usd_per_hour = 2.72",
+    ]
+    per_target = GPUS // len(urls)
+    for n, url in enumerate(urls):
+        gpus = ", ".join(f'"{g}"' for g in range(n * per_target, (n + 1) * per_target))
+        lines += ["[[targets]]", f'name = "vllm-{n}"', f'url = "{url}"', f"gpus = [{gpus}]"]
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def engine_servers(clock: SimClock) -> Iterator[list[EngineServer]]:
+    storage_sim.install()  # renders stay cheap while requests pile up over simulated hours
+    servers = [
+        EngineServer(VERSION, Traffic(MODELS, ENGINES, hostname=HOST, clock=clock.unix))
+        for _ in range(TARGETS)
+    ]
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(s) for s in servers]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where the run is when the caller's hook measures: after the tick and rollup at ``at``."""
+
+    at: datetime
+    ticks: int  # ticks so far
+    samples_written: int  # samples handed to the store so far (one per series and tick)
+    final: bool
+
+
+@dataclass
+class Run:
+    """What the run did, for the report."""
+
+    config: Config
+    ticks: int = 0
+    rollups: int = 0
+    samples_written: int = 0
+    metrics: set[str] = field(default_factory=set)
+    tick_seconds: float = 0.0
+    rollup_seconds: float = 0.0
+
+
+Hook = Callable[[App, Run, Checkpoint], None]
+
+
+def load_box_config(folder: Path, database_url: str, urls: list[str]) -> Config:
+    path = folder / "gpuwatch.toml"
+    path.write_text(config_text(database_url, urls))
+    return load_config(str(path), {"HOME": "/nonexistent"})
+
+
+def run_box(
+    folder: Path, database_url: str, hours: float, every: timedelta, hook: Hook, jitter_ms: float
+) -> Run:
+    """Tick the box over [T0, T0 + ``hours``); ``hook`` measures on the last tick before each
+    multiple of ``every`` and on the last tick, so every measurement sees the jobs at the same
+    phase, and the run stays inside Prometheus' 2-hour blocks when ``hours`` is a multiple of 2.
+    The fake NVML library must be loaded already (see bench/storage.py)."""
+    clock = SimClock()
+    late = random.Random(11)
+    nvml_file = Path(os.environ["FAKE_NVML_CONFIG"])
+    with engine_servers(clock) as servers:
+        config = load_box_config(folder, database_url, [s.url for s in servers])
+        step = config.daemon.interval_seconds
+        run = Run(config)
+        app = App.open(config)
+        _count_writes(app, run)
+        try:
+            ticks = int(hours * 3600 / step)
+            for i in range(ticks):
+                clock.now = T0 + timedelta(
+                    seconds=i * step, milliseconds=late.uniform(0, jitter_ms)
+                )
+                write_config(nvml_file, hardware(i, step))
+                for server in servers:
+                    drive(server.traffic, i)
+                _step(app, run, clock.now, i, step)
+                last = i == ticks - 1
+                if last or _due(i + 1, step, every.total_seconds()):
+                    hook(app, run, Checkpoint(clock.now, run.ticks, run.samples_written, last))
+        finally:
+            app.close()
+    return run
+
+
+def _step(app: App, run: Run, now: datetime, i: int, step: float) -> None:
+    """One tick's instant as the daemon runs it: the lead check, the tick, the minute job."""
+    began = time.perf_counter()
+    _tick(app, now, i, step)
+    run.tick_seconds += time.perf_counter() - began
+    if _due(i, step, ROLLUP_SECONDS):
+        began = time.perf_counter()
+        app.roll_up(now)
+        run.rollup_seconds += time.perf_counter() - began
+        run.rollups += 1
+    run.ticks = i + 1
+
+
+def _count_writes(app: App, run: Run) -> None:
+    """Count what each tick hands the store (one sample per series and instant, as it keeps),
+    whatever layout the store writes it in."""
+    write = app.store.write_round
+
+    def counted(round_: Round) -> int:
+        rows = write(round_)  # raises when the write fails: then nothing was stored
+        stored = {(s.metric, s.label_key()) for _, s in round_.tagged_samples()}
+        run.samples_written += len(stored)
+        run.metrics.update(metric for metric, _ in stored)
+        return rows
+
+    setattr(app.store, "write_round", counted)  # noqa: B010 - an instance's bound method
+
+
+def _due(tick: int, step: float, period: float) -> bool:
+    """Whether a job every ``period`` s (first run at start) fires at this tick's instant."""
+    now, before = tick * step, (tick - 1) * step
+    return tick == 0 or math.floor(now / period) > math.floor(before / period)
+
+
+def _tick(app: App, now: datetime, i: int, step: float) -> None:
+    if _due(i, step, CHECK_SECONDS):
+        app.check_leadership(now)  # the daemon asks before its first rollup, then every 10 s
+    app.tick(now)
+    if app.queued:
+        app.deliver(now)
