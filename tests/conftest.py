@@ -45,6 +45,11 @@ def pg_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for this test."""
     admin_url = _admin_url()
     assert admin_url is not None
+    yield from new_pg_database(admin_url)
+
+
+def new_pg_database(admin_url: str) -> Iterator[str]:
+    """A fresh PostgreSQL database on the server of ``admin_url``, dropped afterwards."""
     name = f"gw_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

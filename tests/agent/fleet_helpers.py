@@ -5,15 +5,13 @@ per box, rolled up by the real rollup job), a central PostgreSQL, and a forwarde
 from __future__ import annotations
 
 import json
-import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, insert, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, insert, select
 
 from agent.config.settings import BudgetConfig, Config
 from agent.cost.billing import save_records
@@ -115,17 +113,3 @@ def history(engine: Engine) -> list[tuple[object, ...]]:
     query = select(t.scope, t.rule, t.labels, t.fired_at, t.resolved_at, t.summary)
     with engine.connect() as conn:
         return sorted(tuple(r) for r in conn.execute(query))
-
-
-def new_pg_database(admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database (beside the one the pg_url fixture gives), dropped after."""
-    name = f"gw_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()

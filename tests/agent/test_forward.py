@@ -34,7 +34,7 @@ from migrations.schema import (
     series,
 )
 from tests.agent import fleet_helpers as F
-from tests.conftest import _admin_url
+from tests.conftest import _admin_url, new_pg_database
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def extra_pg() -> Iterator[str]:
     """A second PostgreSQL database: a box whose own store is PostgreSQL."""
     admin = _admin_url()
     assert admin is not None
-    yield from F.new_pg_database(admin)
+    yield from new_pg_database(admin)
 
 
 OPENED: list[Engine] = []  # every engine a test opens, disposed after it
