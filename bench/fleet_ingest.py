@@ -130,7 +130,9 @@ def build_box(folder: Path, hours: float) -> tuple[Path, Round, datetime]:
     Store.write_round = capture  # type: ignore[method-assign]
     try:
         last: list[datetime] = []
-        run_box(folder, url, hours, timedelta(hours=hours), lambda _a, _r, p: last.append(p.at))
+        run_box(
+            folder, url, hours, timedelta(hours=hours), lambda _a, _r, p: last.append(p.at), 0.0
+        )
     finally:
         Store.write_round = write  # type: ignore[method-assign]
     return path, captured[0], last[-1]

@@ -3,7 +3,8 @@
 :class:`LedgerMeter` is the rollup's :class:`~agent.storage.rollup.Meter`: it receives the
 points the minute rollup read (no second read of the raw samples), turns each GPU's ticks into
 :class:`~agent.cost.ledger.Observation` values, prices them with the rate card and writes the
-``gpu_usage`` and ``gpu_allocations`` rows; hour rows are summed from the minute rows.
+``gpu_usage`` and ``gpu_allocations`` rows; hour rows are summed from the minute rows, day rows
+from the hour rows.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from sqlalchemy import Connection, Engine, insert, select
 from agent.config.settings import Config
 from agent.cost.ledger import Allocation, Observation, Usage, meter
 from agent.cost.ratecard import RateCard
+from agent.storage.buckets import FINER, floor_to
 from agent.storage.rollup import (
-    HOUR,
     MINUTE,
     Points,
     Rollup,
     SeriesMeta,
-    hour_floor,
     replace_buckets,
     sum_opt,
 )
@@ -77,8 +77,9 @@ class LedgerMeter:
         usage = self._ledger(meta, points, span, max_gap)
         self._write_usage(conn, usage, MINUTE, *span)
 
-    def hours(self, conn: Connection, start: datetime, end: datetime) -> None:
-        self._write_usage(conn, self._hour_usage(conn, start, end), HOUR, start, end)
+    def merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> None:
+        usage = self._merged_usage(conn, resolution, start, end)
+        self._write_usage(conn, usage, resolution, start, end)
 
     def _ledger(
         self, meta: SeriesMeta, points: Points, span: tuple[datetime, datetime], max_gap: float
@@ -127,31 +128,37 @@ class LedgerMeter:
         if allocation_rows:
             conn.execute(insert(gpu_allocations), allocation_rows)
 
-    def _hour_usage(
-        self, conn: Connection, start: datetime, end: datetime
+    def _merged_usage(
+        self, conn: Connection, resolution: int, start: datetime, end: datetime
     ) -> dict[UsageKey, Usage]:
-        out: dict[UsageKey, Usage] = {}
-        window = [gpu_usage.c.host == self.host, gpu_usage.c.resolution == MINUTE,
-                  gpu_usage.c.start >= start, gpu_usage.c.start < end]  # fmt: skip
-        for row in conn.execute(select(gpu_usage).where(*window)).mappings():
-            key = (row["gpu_uuid"], row["gpu_index"], hour_floor(row["start"]))
-            u = out.setdefault(key, Usage())
+        """The rows one resolution finer than ``resolution`` in [start, end), summed per GPU
+        and bucket; money stays Decimal, so a day row is its hours' sum to the digit. A GPU
+        renumbered within a bucket (a reboot) keeps one row, under its latest index: the
+        ledger's key is the GPU's uuid."""
+        finer = FINER[resolution]
+        merged: dict[tuple[str, datetime], Usage] = {}
+        index_of: dict[str, str] = {}
+        u_c = gpu_usage.c
+        window = (u_c.host == self.host, u_c.resolution == finer, u_c.start >= start,
+                  u_c.start < end)  # fmt: skip
+        for row in conn.execute(select(gpu_usage).where(*window).order_by(u_c.start)).mappings():
+            index_of[row["gpu_uuid"]] = row["gpu_index"]
+            u = merged.setdefault((row["gpu_uuid"], floor_to(row["start"], resolution)), Usage())
             u.observed_seconds += row["observed_seconds"]
             u.busy_seconds += row["busy_seconds"]
             u.energy_joules = sum_opt(u.energy_joules, row["energy_joules"])
             u.cost_usd = sum_opt(u.cost_usd, row["cost_usd"])
             u.idle_cost_usd = sum_opt(u.idle_cost_usd, row["idle_cost_usd"])
-        index_of = {uuid: index for uuid, index, _ in out}
-        a_window = [gpu_allocations.c.host == self.host, gpu_allocations.c.resolution == MINUTE,
-                    gpu_allocations.c.start >= start, gpu_allocations.c.start < end]  # fmt: skip
+        a_c = gpu_allocations.c
+        a_window = (a_c.host == self.host, a_c.resolution == finer, a_c.start >= start,
+                    a_c.start < end)  # fmt: skip
         for row in conn.execute(select(gpu_allocations).where(*a_window)).mappings():
-            hour = hour_floor(row["start"])
-            u = out.setdefault((row["gpu_uuid"], index_of.get(row["gpu_uuid"], ""), hour), Usage())
+            u = merged.setdefault((row["gpu_uuid"], floor_to(row["start"], resolution)), Usage())
             a = u.allocations.setdefault(row["target"], Allocation())
             a.seconds += row["seconds"]
             a.busy_seconds += row["busy_seconds"]
             a.cost_usd = sum_opt(a.cost_usd, row["cost_usd"])
-        return out
+        return {(uuid, index_of.get(uuid, ""), at): u for (uuid, at), u in merged.items()}
 
 
 def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], list[Observation]]:

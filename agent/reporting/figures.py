@@ -88,19 +88,33 @@ class Figures:
         )
 
     def target_totals(self, day: int | None = None) -> dict[TargetKey, Allocated]:
-        out: dict[TargetKey, Allocated] = defaultdict(Allocated)
+        if day is not None:
+            return self.target_days().get(day, {})
+        return _totals(
+            ((h, t), a)
+            for (h, _, t), days in self.window.allocations.items()
+            for a in days.values()
+        )
+
+    def target_days(self) -> dict[int, dict[TargetKey, Allocated]]:
+        """Day -> each target's allocation that day, in one pass over the rows (a month's
+        daily series asked per day walked every day's rows once per day)."""
+        per_day: dict[int, list[tuple[TargetKey, Allocated]]] = defaultdict(list)
         for (h, _, t), days in self.window.allocations.items():
             for d, a in days.items():
-                if day is None or d == day:
-                    out[(h, t)] = out[(h, t)] + a
-        return out
+                per_day[d].append(((h, t), a))
+        return {d: _totals(rows) for d, rows in per_day.items()}
 
-    def model_sums(self, day: int | None = None) -> dict[str, Share]:
+    def model_sums(
+        self, day: int | None = None, targets: Mapping[TargetKey, Allocated] | None = None
+    ) -> dict[str, Share]:
         """The wanted models' cost, busy time and tokens (over one day, or the window): each
         target's allocated cost and busy GPU time shared among its models as agent.cost.summarize
-        shares cost (by useful tokens)."""
+        shares cost (by useful tokens). ``targets``: that day's :meth:`target_totals`, when the
+        caller has them already."""
         tokens = self.all_tokens if day is None else _sum_days([self.window.tokens.get(day, {})])
-        targets = self.target_totals(day)
+        if targets is None:
+            targets = self.target_totals(day)
         shares = model_shares(targets, tokens, self.rule)
         out: dict[str, Share] = defaultdict(Share)
         for key, a in targets.items():
@@ -124,6 +138,19 @@ class Share:
 
     def per_million(self, rule: str) -> Decimal | None:
         return per_million(self.cost, self.tokens.useful(rule))
+
+
+def _totals(rows: Iterable[tuple[TargetKey, Allocated]]) -> dict[TargetKey, Allocated]:
+    """Allocations summed per target, in plain numbers: a fleet's month is ~60 k rows, and
+    adding frozen values made one object per row."""
+    cost: dict[TargetKey, Decimal] = defaultdict(Decimal)
+    seconds: dict[TargetKey, float] = defaultdict(float)
+    busy: dict[TargetKey, float] = defaultdict(float)
+    for key, a in rows:
+        cost[key] += a.cost
+        seconds[key] += a.seconds
+        busy[key] += a.busy
+    return {key: Allocated(cost[key], seconds[key], busy[key]) for key in cost}
 
 
 def _sum_days(days: Iterable[Mapping[TokenKey, Tokens]]) -> dict[TokenKey, Tokens]:

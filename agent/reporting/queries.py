@@ -1,7 +1,9 @@
 """The report's database reads: what a window of time holds, summed by the database.
 
-A window is read the way :func:`agent.cost.summarize.summarize` reads one: per host, hour rows up
-to its hour watermark and minute rows for the rest, summed by the database; never raw samples.
+A window is read the way :func:`agent.cost.summarize.summarize` reads one: per host, day rows up
+to its day watermark, hour rows up to its hour watermark and minute rows for the rest, summed by
+the database; never raw samples. Day rows are UTC days: a report whose local days are not (a zone
+with an offset) reads hour rows for its per-day figures instead, and day rows for the rest.
 :class:`Window` holds the cost ledger (``gpu_usage``, ``gpu_allocations``) and the token counters'
 restart-safe increases from the rollups (``increase``), per local day of the period: the database
 groups them by day (the configured time zone). Hour rows belong to the day their hour starts in;
@@ -25,7 +27,7 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, time
 from decimal import Decimal
 from typing import Any
 
@@ -160,13 +162,19 @@ class Window:
         wanted: Wanted,
         day_starts: Sequence[datetime],
     ) -> Window:
-        split = Split.read(conn, start, end)
+        split = Split.read(conn, start, end, days=_utc_days(day_starts))
         return cls(
             split,
             _usage(conn, split, wanted, day_starts),
             _allocations(conn, split, wanted, day_starts),
             _tokens(conn, split, wanted, day_starts),
         )
+
+
+def _utc_days(day_starts: Sequence[datetime]) -> bool:
+    """True when no local day starts inside a UTC day: a day row then falls in one local day.
+    In other zones each hour row is counted in its own local day, as before day rows."""
+    return all(at.astimezone(UTC).time() == time(0) for at in day_starts[1:])
 
 
 def _day_of(conn: Connection, column: Any, day_starts: Sequence[datetime]) -> Any:

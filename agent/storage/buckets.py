@@ -1,4 +1,5 @@
-"""The rollup's bucket arithmetic: raw points into minute rows, minute rows into hour rows.
+"""The rollup's bucket arithmetic: raw points into minute rows, minute rows into hour rows, hour
+rows into day rows (UTC days: what a month's reads sum, 24 times fewer rows than its hours).
 
 A counter's increase over a bucket is restart-safe: a value lower than the one before it, or a
 changed ``_created`` timestamp beside it, is a reset, and the value after it counts whole. A
@@ -36,7 +37,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agent.storage.rolled_up import HISTOGRAM_ROLLUPS, SERIES_ROLLUPS, histogram_of
 from migrations.schema import histogram_layouts, histogram_rollups, rollups, series
 
-MINUTE, HOUR = 60, 3600
+MINUTE, HOUR, DAY = 60, 3600, 86400
+# Each coarser resolution is merged from the one below it.
+FINER = {HOUR: MINUTE, DAY: HOUR}
 TARGET_UP = "gpuwatch_target_up"
 COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 HISTOGRAM_COLLECTOR = "rollup"  # the collector of a histogram's own series: the rollup made it
@@ -58,6 +61,16 @@ def bucket_of(ts: datetime, size: int) -> datetime:
 
 def hour_floor(ts: datetime) -> datetime:
     return ts.replace(minute=0, second=0, microsecond=0)
+
+
+def day_floor(ts: datetime) -> datetime:
+    """The UTC day's start (timestamps here are UTC)."""
+    return ts.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def floor_to(ts: datetime, resolution: int) -> datetime:
+    """The start of the hour or day row ``ts`` belongs to."""
+    return day_floor(ts) if resolution == DAY else hour_floor(ts)
 
 
 def sum_opt(total: Any, value: Any) -> Any:
@@ -120,37 +133,41 @@ def write_minutes(
     _insert_histograms(conn, host, meta, MINUTE, grouped)
 
 
-def write_hours(conn: Connection, host: str, start: datetime, end: datetime) -> None:
-    """Replace ``host``'s hour rows in [start, end) by the merge of its minute rows."""
+def write_merged(
+    conn: Connection, host: str, resolution: int, start: datetime, end: datetime
+) -> None:
+    """Replace ``host``'s rows at ``resolution`` (hour or day) in [start, end) by the merge of
+    its rows one resolution finer (minutes into hours, hours into days)."""
+    finer = FINER[resolution]
     for table in (rollups, histogram_rollups):
-        replace_buckets(conn, table, host, HOUR, start, end, host_series=True)
+        replace_buckets(conn, table, host, resolution, start, end, host_series=True)
     host_series = select(series.c.id).where(series.c.host == host)
     query = (
         select(rollups)
-        .where(rollups.c.resolution == MINUTE, rollups.c.start >= start, rollups.c.start < end)
+        .where(rollups.c.resolution == finer, rollups.c.start >= start, rollups.c.start < end)
         .where(rollups.c.series_id.in_(host_series))
         .order_by(rollups.c.series_id, rollups.c.start)
     )
     merged: dict[tuple[int, datetime], dict[str, Any]] = {}
     for row in conn.execute(query).mappings():
-        key = (row["series_id"], hour_floor(row["start"]))
-        merged[key] = _merge_rollup(merged.get(key), row, key[1])
+        key = (row["series_id"], floor_to(row["start"], resolution))
+        merged[key] = _merge_rollup(merged.get(key), row, resolution, key[1])
     if merged:
         conn.execute(insert(rollups), list(merged.values()))
     h = histogram_rollups.c
     query = (
         select(h.series_id, h.start, histogram_layouts.c.bounds, h.increases)
         .join(histogram_layouts, histogram_layouts.c.id == h.layout_id)
-        .where(h.resolution == MINUTE, h.start >= start, h.start < end)
+        .where(h.resolution == finer, h.start >= start, h.start < end)
         .where(h.series_id.in_(host_series))
         .order_by(h.series_id, h.start)
     )
-    hours: dict[tuple[int, datetime], dict[str, float]] = defaultdict(dict)
+    coarse: dict[tuple[int, datetime], dict[str, float]] = defaultdict(dict)
     for sid, at, bounds, increases in conn.execute(query):
-        into = hours[(sid, hour_floor(at))]
+        into = coarse[(sid, floor_to(at, resolution))]
         for le, increase in unpack(bounds, increases):
             into[le] = sum_opt(into.get(le), increase)
-    _insert_layout_rows(conn, HOUR, hours)
+    _insert_layout_rows(conn, resolution, coarse)
 
 
 def histogram_key(metric: str, labels: Mapping[str, str]) -> tuple[HistogramKey, str]:
@@ -299,9 +316,11 @@ def _insert_ignore(conn: Connection, table: Table) -> Insert:
 # -- the arithmetic -------------------------------------------------------------------------------
 
 
-def _merge_rollup(acc: dict[str, Any] | None, row: Any, hour: datetime) -> dict[str, Any]:
+def _merge_rollup(
+    acc: dict[str, Any] | None, row: Any, resolution: int, start: datetime
+) -> dict[str, Any]:
     if acc is None:
-        return {"series_id": row["series_id"], "resolution": HOUR, "start": hour,
+        return {"series_id": row["series_id"], "resolution": resolution, "start": start,
                 "count": row["count"], "sum": row["sum"], "min": row["min"], "max": row["max"],
                 "last": row["last"], "increase": row["increase"]}  # fmt: skip
     acc["count"] += row["count"]

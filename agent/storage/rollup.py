@@ -1,4 +1,4 @@
-"""Rollups: raw samples into per-minute and per-hour aggregates, and retention.
+"""Rollups: raw samples into per-minute, per-hour and per-day aggregates, and retention.
 
 Each daemon rolls up its own host. A run covers the complete buckets since its watermark, in
 one transaction that replaces whatever rows those buckets had: a crash loses nothing (the
@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Engine, Select, delete, func, insert, select
 from agent.config.settings import Config
 from agent.storage import raw
 from agent.storage.buckets import (
+    DAY,
     HOUR,
     MINUTE,
     TARGET_UP,
@@ -31,10 +32,12 @@ from agent.storage.buckets import (
     Points,
     SeriesMeta,
     bucket_of,
+    day_floor,
+    floor_to,
     hour_floor,
     replace_buckets,
     sum_opt,
-    write_hours,
+    write_merged,
     write_minutes,
 )
 from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
@@ -50,15 +53,19 @@ from migrations.schema import (
 )
 
 MAX_SPAN = timedelta(days=1)  # per run, so catching up after downtime stays bounded
+# Day rows per run: a database from before day rows catches up on two years of hour rows a
+# month at a time, one run a minute, instead of in one long first run.
+MAX_DAYS = timedelta(days=31)
 # How far back a counter's previous value is looked for; older values are not a baseline.
 BASELINE_LOOKBACK = timedelta(days=1)
 CARRY = "carry"  # the rollup_state job: up to when rollup_carry holds the baselines
 COMPACT = "compact"  # the rollup_state job: raw rows before it are packed into chunks
 COMPACT_BATCH = 100  # series per packing transaction
+JOBS = {MINUTE: "minute", HOUR: "hour", DAY: "day"}  # rollup_state's job per resolution
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
 # Re-exported: the ledger, the benches and tests import these from here.
-__all__ = ["HOUR", "MINUTE", "TARGET_UP", "Point", "Points", "SeriesMeta", "bucket_of",
-           "hour_floor", "replace_buckets", "sum_opt"]  # fmt: skip
+__all__ = ["DAY", "HOUR", "MINUTE", "TARGET_UP", "Point", "Points", "SeriesMeta", "bucket_of",
+           "day_floor", "hour_floor", "replace_buckets", "sum_opt"]  # fmt: skip
 
 
 class Meter(Protocol):
@@ -78,8 +85,9 @@ class Meter(Protocol):
     ) -> None:
         """Meter the minute buckets in [span) from this host's points (replacing old rows)."""
 
-    def hours(self, conn: Connection, start: datetime, end: datetime) -> None:
-        """Meter the hour buckets in [start, end) from the minute rows (replacing old rows)."""
+    def merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> None:
+        """Meter the hour or day buckets in [start, end) from the rows one resolution finer
+        (replacing old rows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,7 @@ class RollupResult:
     minutes: int  # complete minute buckets processed
     hours: int
     until: datetime | None  # the watermark after the run
+    days: int = 0
 
 
 @dataclass
@@ -128,10 +137,11 @@ class Rollup:
             end = self._complete_until(conn, now, start)
             minutes = self._minutes(conn, start, end) if end > start else 0
             hours = self._hours(conn, end)
+            days = self._days(conn)
             self._set_watermark(conn, "minute", max(start, end))
             self._retention(conn, now)
         self._compact(max(start, end))
-        return RollupResult(minutes, hours, max(start, end))
+        return RollupResult(minutes, hours, max(start, end), days)
 
     def _compact(self, rolled_up_until: datetime) -> None:
         """Pack the raw rows of hours the rollup is done with into chunks.
@@ -257,23 +267,36 @@ class Rollup:
 
     def _hours(self, conn: Connection, minutes_until: datetime) -> int:
         """Hour buckets whose 60 minutes are all rolled up, from the minute rows."""
-        start = self._watermark(conn, "hour") or self._first_minute(conn)
+        start = self._watermark(conn, "hour") or self._first(conn, MINUTE)
         if start is None:
             return 0
         end = bucket_of(minutes_until, HOUR) + timedelta(seconds=HOUR)
         if end > minutes_until:
             end -= timedelta(seconds=HOUR)
+        return self._merge(conn, HOUR, start, end)
+
+    def _days(self, conn: Connection) -> int:
+        """UTC days whose 24 hours are all rolled up, from the hour rows; at most
+        ``MAX_DAYS`` a run. A database from before day rows starts at its first hour row."""
+        hours_until = self._watermark(conn, "hour")
+        start = self._watermark(conn, "day") or self._first(conn, HOUR)
+        if start is None or hours_until is None:
+            return 0
+        return self._merge(conn, DAY, start, min(day_floor(hours_until), start + MAX_DAYS))
+
+    def _merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> int:
         if end <= start:
             return 0
-        write_hours(conn, self.host, start, end)
+        write_merged(conn, self.host, resolution, start, end)
         if self.meter is not None:
-            self.meter.hours(conn, start, end)
-        self._set_watermark(conn, "hour", end)
-        return int((end - start).total_seconds() // HOUR)
+            self.meter.merge(conn, resolution, start, end)
+        self._set_watermark(conn, JOBS[resolution], end)
+        return int((end - start).total_seconds() // resolution)
 
-    def _first_minute(self, conn: Connection) -> datetime | None:
+    def _first(self, conn: Connection, resolution: int) -> datetime | None:
+        """The start of the coarser bucket holding this host's first row at ``resolution``."""
         query = select(func.min(gpu_usage.c.start)).where(
-            gpu_usage.c.host == self.host, gpu_usage.c.resolution == MINUTE
+            gpu_usage.c.host == self.host, gpu_usage.c.resolution == resolution
         )
         first = conn.execute(query).scalar()
         host_series = select(series.c.id).where(series.c.host == self.host)
@@ -281,10 +304,11 @@ class Rollup:
             if first is None:
                 first = conn.execute(
                     select(func.min(table.c.start)).where(
-                        table.c.resolution == MINUTE, table.c.series_id.in_(host_series)
+                        table.c.resolution == resolution, table.c.series_id.in_(host_series)
                     )
                 ).scalar()
-        return None if first is None else hour_floor(first)
+        coarser = DAY if resolution == HOUR else HOUR
+        return None if first is None else floor_to(first, coarser)
 
     # -- retention ----------------------------------------------------------------------------
 
@@ -303,10 +327,17 @@ def trim_rollups(
     conn: Connection, host: str, now: datetime, minute_keep: timedelta, hour_keep: timedelta
 ) -> None:
     """Retention of ``host``'s rollup and ledger rows. The central database of a fleet trims
-    each host's forwarded rows with the same call (agent/storage/forward/job.py)."""
+    each host's forwarded rows with the same call (agent/storage/forward/job.py). Day rows are
+    kept as long as hour rows: they answer the same months, 24 times cheaper. A day row goes
+    once its whole day is past the hours' cutoff: a window over the cutoff's own day reads the
+    day row, so dropping it with the day's first hours would lose the rest of that day."""
     host_series = select(series.c.id).where(series.c.host == host)
-    for resolution, keep in ((MINUTE, minute_keep), (HOUR, hour_keep)):
-        cutoff = now - keep
+    cutoffs = (
+        (MINUTE, now - minute_keep),
+        (HOUR, now - hour_keep),
+        (DAY, day_floor(now - hour_keep)),
+    )
+    for resolution, cutoff in cutoffs:
         for rolled in (rollups, histogram_rollups):  # through the key, series by series
             conn.execute(
                 delete(rolled).where(

@@ -236,7 +236,7 @@ def test_only_the_box_own_rows_are_forwarded(tmp_path: Path, central: str) -> No
         scopes = set(conn.execute(select(alert_history.c.scope).distinct()).scalars())
         state = {tuple(r) for r in conn.execute(select(rollup_state.c.host, rollup_state.c.job))}
     assert hosts == ledger == scopes == {"a"}
-    assert state == {("a", "minute"), ("a", "hour")}
+    assert state == {("a", "minute"), ("a", "hour"), ("a", "day")}
 
 
 def test_a_box_forwards_within_its_time_budget_and_resumes(tmp_path: Path, central: str) -> None:

@@ -23,7 +23,6 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agent.storage.forward.central import Central
 from agent.storage.forward.streams import (
-    JOBS,
     REFS,
     STREAMS,
     Batch,
@@ -37,7 +36,7 @@ from agent.storage.forward.streams import (
     referenced,
     state_keys,
 )
-from agent.storage.rollup import trim_rollups
+from agent.storage.rollup import JOBS, trim_rollups
 from migrations.runner import SchemaError, assert_at_head
 from migrations.schema import forward_state, rollup_state
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Connection, Table, func, select
 
+from agent.storage.rollup import DAY, HOUR, MINUTE
 from migrations.schema import (
     alert_history,
     cost_records,
@@ -42,14 +43,13 @@ from migrations.schema import (
 
 CHUNK_BUCKETS = 120  # per stream and round: two hours of minutes, five days of hours
 OPEN_FOR = timedelta(days=30)
-JOBS = {60: "minute", 3600: "hour"}  # the local rollup_state job that completes a resolution
 
 Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Buckets:
-    resolutions: tuple[int, ...] = (60, 3600)
+    resolutions: tuple[int, ...] = (MINUTE, HOUR, DAY)
     time: str = "start"
     resolution: str | None = "resolution"  # None: the table holds its one resolution only
 
