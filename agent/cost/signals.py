@@ -23,13 +23,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import Engine, func, select
 
 from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.ratecard import RateCard
-from agent.cost.summarize import Summary, summarize
+from agent.cost.summarize import DAY, HOUR, MINUTE, Summary, summarize
 from collectors.base import Sample
 from migrations.schema import cost_records, gpu_usage
 
@@ -109,22 +110,23 @@ def _sample(metric: str, value: Decimal, now: datetime, labels: dict[str, str]) 
     return Sample(metric=metric, value=float(value), labels=labels, ts=now)
 
 
-def _sum(engine: Engine, column: object, host: str) -> Decimal:
-    """Sum over hour rows plus the minute rows no hour row covers yet."""
-    total = Decimal(0)
+def _sum(engine: Engine, column: Any, host: str) -> Decimal:
+    """The host's whole ledger: its day rows, the hour rows after the last day and the minute
+    rows after the last hour. Summing every hour row made the minute job's cost grow with the
+    box's age (17,520 rows a GPU after two years; 730 day rows)."""
+    total, after = Decimal(0), None
+    t = gpu_usage.c
     with engine.connect() as conn:
-        last_hour = conn.execute(
-            select(func.max(gpu_usage.c.start)).where(
-                gpu_usage.c.host == host, gpu_usage.c.resolution == 3600
+        for resolution in (DAY, HOUR, MINUTE):
+            query = select(func.sum(column), func.max(t.start)).where(
+                t.host == host, t.resolution == resolution
             )
-        ).scalar()
-        for resolution, after in ((3600, None), (60, last_hour)):
-            query = select(func.sum(column)).where(
-                gpu_usage.c.host == host, gpu_usage.c.resolution == resolution
-            )
-            if resolution == 60 and after is not None:
-                query = query.where(gpu_usage.c.start >= after + timedelta(hours=1))
-            total += Decimal(str(conn.execute(query).scalar() or 0))
+            if after is not None:
+                query = query.where(t.start >= after)
+            amount, last = conn.execute(query).one()
+            total += Decimal(str(amount or 0))
+            if last is not None:
+                after = last + timedelta(seconds=resolution)
     return total
 
 

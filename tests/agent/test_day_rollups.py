@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -24,6 +24,7 @@ from sqlalchemy import Engine, delete, func, select, update
 
 from agent.config.settings import BudgetConfig, Config
 from agent.cost.metering import metered_rollup
+from agent.cost.signals import host_samples
 from agent.cost.summarize import Split, summarize
 from agent.reporting.build import build_report
 from agent.reporting.period import month_period
@@ -325,3 +326,17 @@ def _rebuild(engine: Engine, host: str) -> None:
     job = metered_rollup(engine, host, M.CARD, interval_seconds=3600)
     while job.run(AFTER).days:
         pass
+
+
+def test_the_spend_counters_read_day_rows_and_do_not_move(month: Engine) -> None:
+    def totals() -> dict[str, float]:
+        samples = host_samples(month, config("UTC"), AFTER)
+        return {s.metric: s.value for s in samples if s.metric.endswith("_usd_total")}
+
+    with_days = totals()
+    assert _without_days(month, totals) == pytest.approx(with_days, rel=1e-12)
+    # The host's whole ledger (its hour rows end at 01:00 on November 1st).
+    everything = summarize(month, M.FIRST_TICK - timedelta(days=1), AFTER, host="a")
+    assert with_days["gpuwatch_spend_usd_total"] == pytest.approx(
+        float(everything.fleet.cost_usd), rel=1e-12
+    )
