@@ -214,7 +214,7 @@ def _usage(
         "gpu_index": "max", "cost_usd": "sum", "idle_cost_usd": "sum",
         "observed_seconds": "sum", "busy_seconds": "sum"})  # fmt: skip
     out: dict[GpuKey, dict[int, Usage]] = defaultdict(dict)
-    for r in conn.execute(query).mappings():
+    for r in conn.execute(query).mappings().all():  # one fetch: row by row costs more
         out[(r["host"], r["gpu_uuid"])][r["day"]] = Usage(
             r["gpu_index"], _money(r["cost_usd"]), _money(r["idle_cost_usd"]),
             r["observed_seconds"] or 0.0, r["busy_seconds"] or 0.0,
@@ -235,7 +235,7 @@ def _allocations(
     sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum"}
     query = _grouped(inner, ("host", "gpu_uuid", "target", "day"), sums)
     out: dict[tuple[str, str, str], dict[int, Allocated]] = defaultdict(dict)
-    for r in conn.execute(query).mappings():
+    for r in conn.execute(query).mappings().all():
         out[(r["host"], r["gpu_uuid"], r["target"])][r["day"]] = Allocated(
             _money(r["cost_usd"]), r["seconds"] or 0.0, r["busy_seconds"] or 0.0
         )
@@ -288,7 +288,7 @@ def _series_sums(
                 .group_by(r.series_id)
             )
     out: dict[tuple[int, int], tuple[float | None, float | None]] = {}
-    for sid, day, increase, highest in conn.execute(union_all(*parts)) if parts else ():
+    for sid, day, increase, highest in conn.execute(union_all(*parts)).all() if parts else ():
         total, peak = out.get((sid, day), (None, None))
         out[(sid, day)] = (_plus(total, increase), _max(peak, highest))
     return out

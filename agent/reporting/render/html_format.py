@@ -74,7 +74,7 @@ def render_html(report: Report) -> str:
         "<main>",
         _kpis(report),
         *_charts(report),
-        *(_section(s) for s in sections(report) if not s.daily),
+        *(_section(s) for s in sections(report, daily=False)),
         "</main>",
     ]
     return (

@@ -30,9 +30,8 @@ def _cell(cell: Cell) -> str:
 
 def render_markdown(report: Report) -> str:
     lines = _header(report)
-    for section in sections(report):
-        if not section.daily:
-            lines += ["", *_section(section)]
+    for section in sections(report, daily=False):
+        lines += ["", *_section(section)]
     return "\n".join(lines) + "\n"
 
 

@@ -132,8 +132,9 @@ _PER_M = (
 _GPU = (_text("host", "host"), Column("gpu_index", "#"), _text("gpu_uuid", "GPU UUID"))
 
 
-def sections(report: Report) -> list[Section]:
-    """Every section, in reading order; the daily series last."""
+def sections(report: Report, *, daily: bool = True) -> list[Section]:
+    """Every section, in reading order; the daily series last (``daily``: False leaves them
+    out: a fleet's month is tens of thousands of GPU-day rows a text report does not print)."""
     return [
         _summary(report),
         _spend_sources(report),
@@ -146,7 +147,7 @@ def sections(report: Report) -> list[Section]:
         _queue_incidents(report),
         _pairs("budget", "Budget", fields.budget_record(report.budget), BUDGET_LABELS),
         _recommendations(report),
-        *daily_sections(report),
+        *(daily_sections(report) if daily else ()),
     ]
 
 

@@ -23,9 +23,8 @@ MIN_SHRUNK = 8  # a shortened text column keeps at least this many characters
 
 def render_table(report: Report) -> str:
     lines = _header(report)
-    for section in sections(report):
-        if not section.daily:
-            lines += ["", *_section(section)]
+    for section in sections(report, daily=False):
+        lines += ["", *_section(section)]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
