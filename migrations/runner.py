@@ -75,6 +75,12 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     from alembic import command
 
     with engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            # Python's sqlite3 opens a transaction only before a data change, so each CREATE
+            # TABLE committed on its own: a disk that filled during the first start left half
+            # a schema that every later start tripped over ("table series already exists").
+            # An explicit BEGIN makes the whole upgrade one transaction, as on PostgreSQL.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
         command.upgrade(alembic_config(connection), "head")
     return before, head
 
