@@ -182,23 +182,21 @@ class Split:
     hour_until: Mapping[str, datetime | None]
     first_day: datetime  # the first whole UTC day in the window
     last_day_end: datetime  # the end of the last whole UTC day in the window
-    # Host -> the end of its day rollup (rollup_state "day"). Empty when day rows must not
-    # answer: a report grouping by local days that are not UTC days.
+    # Host -> the end of its day rollup (rollup_state "day").
     day_until: Mapping[str, datetime]
     # PostgreSQL: a list of ids is one array parameter. An IN list of a fleet's series is
     # thousands of parameters per range, and parsing those cost the report more than the sums.
     arrays: bool = False
 
     @classmethod
-    def read(cls, conn: Any, start: datetime, end: datetime, *, days: bool = True) -> Split:
-        """``days``: False keeps day rows out (each hour row still counts in its own hour)."""
+    def read(cls, conn: Any, start: datetime, end: datetime) -> Split:
         hours: dict[str, datetime | None] = {}
         day_marks: dict[str, datetime] = {}
         for host, job, watermark in conn.execute(
             select(rollup_state.c.host, rollup_state.c.job, rollup_state.c.watermark)
         ):
             hours[host] = watermark if job == "hour" else hours.get(host)
-            if job == "day" and days:
+            if job == "day":
                 day_marks[host] = watermark
         return cls(
             start, end, _ceil(start, HOUR), _floor(end, HOUR), hours,
@@ -224,7 +222,7 @@ class Split:
         the hours those cover, so nothing counts twice and the database can sum them. Each
         part is a (resolution, start) index range with the per-host edges as filters: a
         condition OR-ed over hosts would make the planner scan every row of every host."""
-        until = self._per_host(host_column, self.until)
+        until = self.per_host(host_column, self.until)
         start = table.c.start
         tail = (table.c.resolution == MINUTE) & (start >= self._tail_low()) & (start <= self._last)
         minutes = (self._head(table), tail & (start >= until))
@@ -235,7 +233,7 @@ class Split:
                 & (start < self.last_hour_end)
             )
             return or_(hours & (start < until), *minutes)
-        day_end = self._per_host(host_column, self.day_end)
+        day_end = self.per_host(host_column, self.day_end)
         days = (table.c.resolution == DAY) & (start >= self.first_day) & (start < day_end)
         head_hours = (
             (table.c.resolution == HOUR)
@@ -295,7 +293,7 @@ class Split:
     def _uses_days(self) -> bool:
         return any(self.day_end(host) > self.first_day for host in self.day_until)
 
-    def _per_host(self, host_column: Any, edge: Callable[[str | None], datetime]) -> Any:
+    def per_host(self, host_column: Any, edge: Callable[[str | None], datetime]) -> Any:
         """Each row's host's ``edge``: one branch per distinct value (hosts that keep up share
         their watermarks), each an IN list that PostgreSQL hashes. One branch per host made
         every row walk the fleet's hosts: a fleet-wide window cost hosts x rows."""
@@ -400,13 +398,13 @@ def series_ranges(split: Split, hosts: Mapping[int, str], table: Table = rollups
         ids[edges].append(sid)
         host_of[edges] = host
     return [
-        _among(table.c.series_id, group, split.arrays) & condition
+        among(table.c.series_id, group, split.arrays) & condition
         for edges, group in sorted(ids.items())
         for condition in split.ranges(table, host_of[edges])
     ]
 
 
-def _among(column: Any, ids: Iterable[int], arrays: bool) -> Any:
+def among(column: Any, ids: Iterable[int], arrays: bool) -> Any:
     if arrays:
         return column == any_(bindparam(None, sorted(ids), type_=ARRAY(Integer)))
     return column.in_(sorted(ids))

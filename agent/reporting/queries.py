@@ -2,8 +2,9 @@
 
 A window is read the way :func:`agent.cost.summarize.summarize` reads one: per host, day rows up
 to its day watermark, hour rows up to its hour watermark and minute rows for the rest, summed by
-the database; never raw samples. Day rows are UTC days: a report whose local days are not (a zone
-with an offset) reads hour rows for its per-day figures instead, and day rows for the rest.
+the database; never raw samples. Day rows are UTC days: in a zone with an offset, each counts in the
+local day of its noon, and the hours of it that belong to the neighbouring day are moved there
+(:mod:`agent.reporting.local_days`).
 :class:`Window` holds the cost ledger (``gpu_usage``, ``gpu_allocations``) and the token counters'
 restart-safe increases from the rollups (``increase``), per local day of the period: the database
 groups them by day (the configured time zone). Hour rows belong to the day their hour starts in;
@@ -27,15 +28,30 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, case, func, literal, select, union_all
+from sqlalchemy import (
+    Connection,
+    Double,
+    Engine,
+    Select,
+    case,
+    cast,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql
 
 from agent.cost.billing import billed
 from agent.cost.summarize import (
+    DAY,
+    HOUR,
     OUTPUT,
     PROMPT,
     PROMPT_COMPUTED,
@@ -43,9 +59,11 @@ from agent.cost.summarize import (
     Split,
     TokenKey,
     Tokens,
+    among,
     series_ranges,
     tokens_by_target,
 )
+from agent.reporting.local_days import LocalDays
 from agent.reporting.model import Period
 from agent.storage import rolled_up
 from agent.storage.buckets import increase_sums
@@ -162,19 +180,49 @@ class Window:
         wanted: Wanted,
         day_starts: Sequence[datetime],
     ) -> Window:
-        split = Split.read(conn, start, end, days=_utc_days(day_starts))
+        split = Split.read(conn, start, end)
+        days = LocalDays.of(day_starts, split)
         return cls(
             split,
-            _usage(conn, split, wanted, day_starts),
-            _allocations(conn, split, wanted, day_starts),
-            _tokens(conn, split, wanted, day_starts),
+            _usage(conn, split, wanted, days),
+            _allocations(conn, split, wanted, days),
+            _tokens(conn, split, wanted, days),
         )
 
 
-def _utc_days(day_starts: Sequence[datetime]) -> bool:
-    """True when no local day starts inside a UTC day: a day row then falls in one local day.
-    In other zones each hour row is counted in its own local day, as before day rows."""
-    return all(at.astimezone(UTC).time() == time(0) for at in day_starts[1:])
+def _row_day(conn: Connection, table: Any, days: LocalDays) -> Any:
+    """The local day a row counts in: a day row its noon's (:mod:`.local_days`), any other
+    row its start's."""
+    plain = _day_of(conn, table.c.start, days.day_starts)
+    if days.aligned:
+        return plain
+    return case(
+        (table.c.resolution == DAY, _day_of(conn, table.c.start, days.row_bounds)), else_=plain
+    )
+
+
+def _moved(
+    conn: Connection,
+    days: LocalDays,
+    table: Any,
+    until: Any,
+    keys: Sequence[Any],
+    sums: Sequence[Any],
+) -> list[Select[Any]]:
+    """The hour rows a day row counted in the wrong local day (those before ``until``, the
+    end of the host's day rows): each added to its own day and taken from the day row's."""
+    start, day = table.c.start, _day_of(conn, table.c.start, days.day_starts)
+    out = []
+    for delta, ranges in days.moved.items():
+        where = (
+            (table.c.resolution == HOUR)
+            & or_(*((start >= a) & (start < b) for a, b in ranges))
+            & (start < until)
+        )
+        out.append(select(*keys, day.label("day"), *sums).where(where))
+        taken = [(-column).label(column.name) for column in sums]
+        out.append(select(*keys, (day - delta).label("day"), *taken).where(where))
+    return out
 
 
 def _day_of(conn: Connection, column: Any, day_starts: Sequence[datetime]) -> Any:
@@ -190,7 +238,7 @@ def _day_of(conn: Connection, column: Any, day_starts: Sequence[datetime]) -> An
     return case(*whens, else_=len(day_starts) - 1)
 
 
-def _grouped(inner: Select[Any], keys: Sequence[str], sums: Mapping[str, str]) -> Select[Any]:
+def _grouped(inner: Any, keys: Sequence[str], sums: Mapping[str, str]) -> Select[Any]:
     """``inner``'s rows aggregated per ``keys`` (``sums``: column -> "sum" or "max"): an outer
     query, so that GROUP BY names plain columns (PostgreSQL does not match a CASE repeated
     with fresh bind parameters)."""
@@ -201,16 +249,19 @@ def _grouped(inner: Select[Any], keys: Sequence[str], sums: Mapping[str, str]) -
 
 
 def _usage(
-    conn: Connection, split: Split, wanted: Wanted, day_starts: Sequence[datetime]
+    conn: Connection, split: Split, wanted: Wanted, days: LocalDays
 ) -> dict[GpuKey, dict[int, Usage]]:
     t = gpu_usage.c
-    inner = select(
-        t.host, t.gpu_uuid, t.gpu_index, _day_of(conn, t.start, day_starts).label("day"),
-        t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds,
-    ).where(split.rows(gpu_usage, t.host))  # fmt: skip
+    keys = (t.host, t.gpu_uuid, t.gpu_index)
+    sums = (t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds)
+    inner = select(*keys, _row_day(conn, gpu_usage, days).label("day"), *sums).where(
+        split.rows(gpu_usage, t.host)
+    )
+    parts = [inner, *_moved(conn, days, gpu_usage, split.per_host(t.host, split.day_end), keys,
+                            sums)]  # fmt: skip
     if wanted.hosts:
-        inner = inner.where(t.host.in_(sorted(wanted.hosts)))
-    query = _grouped(inner, ("host", "gpu_uuid", "day"), {
+        parts = [part.where(t.host.in_(sorted(wanted.hosts))) for part in parts]
+    query = _grouped(union_all(*parts), ("host", "gpu_uuid", "day"), {
         "gpu_index": "max", "cost_usd": "sum", "idle_cost_usd": "sum",
         "observed_seconds": "sum", "busy_seconds": "sum"})  # fmt: skip
     out: dict[GpuKey, dict[int, Usage]] = defaultdict(dict)
@@ -223,17 +274,20 @@ def _usage(
 
 
 def _allocations(
-    conn: Connection, split: Split, wanted: Wanted, day_starts: Sequence[datetime]
+    conn: Connection, split: Split, wanted: Wanted, days: LocalDays
 ) -> dict[tuple[str, str, str], dict[int, Allocated]]:
     t = gpu_allocations.c
-    inner = select(
-        t.host, t.gpu_uuid, t.target, _day_of(conn, t.start, day_starts).label("day"),
-        t.cost_usd, t.seconds, t.busy_seconds,
-    ).where(split.rows(gpu_allocations, t.host))  # fmt: skip
+    keys = (t.host, t.gpu_uuid, t.target)
+    summed = (t.cost_usd, t.seconds, t.busy_seconds)
+    inner = select(*keys, _row_day(conn, gpu_allocations, days).label("day"), *summed).where(
+        split.rows(gpu_allocations, t.host)
+    )
+    until = split.per_host(t.host, split.day_end)
+    parts = [inner, *_moved(conn, days, gpu_allocations, until, keys, summed)]
     if wanted.hosts:
-        inner = inner.where(t.host.in_(sorted(wanted.hosts)))
+        parts = [part.where(t.host.in_(sorted(wanted.hosts))) for part in parts]
     sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum"}
-    query = _grouped(inner, ("host", "gpu_uuid", "target", "day"), sums)
+    query = _grouped(union_all(*parts), ("host", "gpu_uuid", "target", "day"), sums)
     out: dict[tuple[str, str, str], dict[int, Allocated]] = defaultdict(dict)
     for r in conn.execute(query).mappings().all():
         out[(r["host"], r["gpu_uuid"], r["target"])][r["day"]] = Allocated(
@@ -266,31 +320,55 @@ def _series_sums(
     conn: Connection,
     split: Split,
     wanted: Mapping[int, _Series],
-    day_starts: Sequence[datetime],
+    days: LocalDays | None,
 ) -> dict[tuple[int, int], tuple[float | None, float | None]]:
     """(series id, day) -> (sum of increase, max of max) over the window, for the wanted series
     only (agent.cost.summarize.series_ranges: primary-key ranges per series), each range summed
-    by the database and the few partial sums added here. Without days, rows are grouped by
+    by the database and the few partial sums added here. Without ``days``, rows are grouped by
     series id alone, in the key's order: a computed day column would make the database sort
-    them."""
+    them. With them, only increases are summed (the max is None)."""
     r = rollups.c
-    parts = []
-    for condition in series_ranges(split, {sid: s.host for sid, s in wanted.items()}):
-        if len(day_starts) > 1:
-            inner = select(r.series_id, _day_of(conn, r.start, day_starts).label("day"), r.increase,
-                           r.max).where(condition)  # fmt: skip
-            parts.append(_grouped(inner, ("series_id", "day"),
-                                  {"increase": "sum", "max": "max"}))  # fmt: skip
+    hosts = {sid: s.host for sid, s in wanted.items()}
+    parts: list[Any] = []
+    for condition in series_ranges(split, hosts):
+        if days is not None:
+            inner = select(r.series_id, _row_day(conn, rollups, days).label("day"), r.increase,
+                           cast(null(), Double()).label("max")).where(condition)  # fmt: skip
+            parts.append(_grouped(inner, ("series_id", "day"), {"increase": "sum", "max": "max"}))
         else:
             parts.append(
                 select(r.series_id, literal(0), func.sum(r.increase), func.max(r.max))
                 .where(condition)
                 .group_by(r.series_id)
             )
+    if days is not None and not days.aligned:
+        parts += _moved_series(conn, split, days, hosts)
     out: dict[tuple[int, int], tuple[float | None, float | None]] = {}
     for sid, day, increase, highest in conn.execute(union_all(*parts)).all() if parts else ():
         total, peak = out.get((sid, day), (None, None))
         out[(sid, day)] = (_plus(total, increase), _max(peak, highest))
+    return out
+
+
+def _moved_series(
+    conn: Connection, split: Split, days: LocalDays, hosts: Mapping[int, str]
+) -> list[Select[Any]]:
+    """:func:`_moved` for rollup series, per group of hosts whose day rows end together."""
+    r = rollups.c
+    groups: dict[datetime, list[int]] = defaultdict(list)
+    for sid, host in hosts.items():
+        if (until := split.day_end(host)) > split.first_day:
+            groups[until].append(sid)
+    out = []
+    for until, ids in sorted(groups.items()):
+        moved = _moved(conn, days, rollups, literal(until, UtcInstant()), (r.series_id,),
+                       (r.increase,))  # fmt: skip
+        for part in moved:
+            sub = part.where(among(r.series_id, ids, split.arrays)).subquery()
+            out.append(
+                select(sub.c.series_id, sub.c.day, func.sum(sub.c.increase),
+                       cast(null(), Double())).group_by(sub.c.series_id, sub.c.day)
+            )  # fmt: skip
     return out
 
 
@@ -303,11 +381,11 @@ def _max(a: float | None, b: float | None) -> float | None:
 
 
 def _tokens(
-    conn: Connection, split: Split, wanted: Wanted, day_starts: Sequence[datetime]
+    conn: Connection, split: Split, wanted: Wanted, days: LocalDays
 ) -> dict[int, dict[TokenKey, Tokens]]:
     meta = _series(conn, TOKEN_METRICS, wanted)
     per_day: dict[int, list[tuple[str, str, str, float | None]]] = defaultdict(list)
-    for (sid, day), (increase, _) in _series_sums(conn, split, meta, day_starts).items():
+    for (sid, day), (increase, _) in _series_sums(conn, split, meta, days).items():
         s = meta[sid]
         per_day[day].append((s.host, s.metric, s.labels_json, increase))
     return {day: tokens_by_target(rows) for day, rows in per_day.items()}
@@ -327,7 +405,7 @@ def gauges(conn: Connection, split: Split, wanted: Wanted) -> Gauges:
     meta = {sid: s for sid, s in meta.items() if "mig_instance" not in s.labels}
     peak: dict[GpuKey, float] = {}
     total: dict[GpuKey, float] = {}
-    for (sid, _), (_, highest) in _series_sums(conn, split, meta, ()).items():
+    for (sid, _), (_, highest) in _series_sums(conn, split, meta, None).items():
         s = meta[sid]
         key = (s.host, s.labels.get("gpu_uuid", ""))
         into = peak if s.metric == MEMORY_USED else total

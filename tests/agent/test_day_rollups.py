@@ -247,27 +247,32 @@ def _same(got: Any, want: Any) -> None:
         assert got == want
 
 
-def test_a_report_in_utc_reads_day_rows_and_one_in_madrid_gives_the_same_figures(
+# UTC days; an offset whose day row keeps its first hours (Madrid: +2, +1 after the 25th); a
+# negative one (New York: its last hours); one of half hours (Kolkata, +05:30).
+ZONES = ("UTC", M.ZONE, "America/New_York", "Asia/Kolkata")
+
+
+def test_reports_in_every_zone_give_the_same_figures_with_and_without_day_rows(
     month: Engine,
 ) -> None:
-    utc, madrid = report_json(month, "UTC"), report_json(month, M.ZONE)
-    assert _without_days(
-        month, lambda: (report_json(month, "UTC"), report_json(month, M.ZONE))
-    ) == (
-        utc,
-        madrid,
-    )
-    # The day rows are what answers in UTC: a changed day row shows in the report.
+    with_days = [report_json(month, zone) for zone in ZONES]
+    assert _without_days(month, lambda: [report_json(month, zone) for zone in ZONES]) == with_days
+
+
+@pytest.mark.parametrize("zone", ["UTC", M.ZONE])
+def test_a_changed_day_row_shows_in_the_report(month: Engine, zone: str) -> None:
+    """The day rows are what answers, in UTC and in an offset zone alike."""
+    before = report_json(month, zone)
     at = datetime(2026, 10, 12, tzinfo=UTC)
     doubled = (gpu_usage.c.resolution == DAY) & (gpu_usage.c.start == at)
     with month.begin() as conn:
         conn.execute(update(gpu_usage).where(doubled).values(cost_usd=gpu_usage.c.cost_usd * 2))
     try:
-        assert report_json(month, "UTC") != utc
+        assert report_json(month, zone) != before
     finally:
         with month.begin() as conn:
             conn.execute(update(gpu_usage).where(doubled).values(cost_usd=gpu_usage.c.cost_usd / 2))
-    assert report_json(month, "UTC") == utc
+    assert report_json(month, zone) == before
 
 
 def test_a_database_from_before_day_rows_catches_up_a_month_a_run(month: Engine) -> None:
