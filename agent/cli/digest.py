@@ -11,20 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from agent.config.settings import Config
-from agent.reporting.digest import digest_payload
-from agent.reporting.digest_job import (
-    DigestSender,
-    ReportBuilder,
-    SlackDigestSender,
-    Status,
-    report_builder,
-    send_now,
-)
 from agent.reporting.period import last_week_period
 from agent.storage.db import open_database
 from collectors.base import GpuwatchError
+
+if TYPE_CHECKING:
+    from agent.reporting.digest_job import DigestSender, ReportBuilder
 
 
 class DigestError(GpuwatchError):
@@ -57,6 +52,11 @@ def run(
 ) -> int:
     """``build`` and ``sender`` default to the real report and ``[notify.slack]`` (tests
     pass their own)."""
+    # Here, not at the top: slack_sdk is for this command only, and every other command
+    # (a report, an alerts listing) would load it first.
+    from agent.reporting.digest import digest_payload
+    from agent.reporting.digest_job import SlackDigestSender, Status, report_builder, send_now
+
     if args.send:
         # Checked before the database is touched: nothing to do without somewhere to post.
         sender = sender or SlackDigestSender.from_config(config.notify.slack)
