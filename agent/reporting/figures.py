@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 
 from agent.cost.summarize import MILLION, TokenKey, Tokens, model_shares
 from agent.reporting.queries import Allocated, GpuKey, TargetKey, Usage, Wanted, Window
@@ -30,7 +31,7 @@ from agent.reporting.queries import Allocated, GpuKey, TargetKey, Usage, Wanted,
 HOUR = 3600
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: the per-target sums below are cached on the instance
 class Figures:
     """A window after the filters: the GPUs and targets kept, and their sums."""
 
@@ -87,16 +88,22 @@ class Figures:
             Allocated(),
         )
 
-    def target_totals(self, day: int | None = None) -> dict[TargetKey, Allocated]:
+    def target_totals(self, day: int | None = None) -> Mapping[TargetKey, Allocated]:
         if day is not None:
-            return self.target_days().get(day, {})
+            return self._target_days.get(day, {})
+        return self._target_totals
+
+    @cached_property
+    def _target_totals(self) -> dict[TargetKey, Allocated]:
+        # Several sections ask; a fleet's month is ~60 k allocation rows to add up.
         return _totals(
             ((h, t), a)
             for (h, _, t), days in self.window.allocations.items()
             for a in days.values()
         )
 
-    def target_days(self) -> dict[int, dict[TargetKey, Allocated]]:
+    @cached_property
+    def _target_days(self) -> dict[int, dict[TargetKey, Allocated]]:
         """Day -> each target's allocation that day, in one pass over the rows (a month's
         daily series asked per day walked every day's rows once per day)."""
         per_day: dict[int, list[tuple[TargetKey, Allocated]]] = defaultdict(list)
@@ -105,16 +112,12 @@ class Figures:
                 per_day[d].append(((h, t), a))
         return {d: _totals(rows) for d, rows in per_day.items()}
 
-    def model_sums(
-        self, day: int | None = None, targets: Mapping[TargetKey, Allocated] | None = None
-    ) -> dict[str, Share]:
+    def model_sums(self, day: int | None = None) -> dict[str, Share]:
         """The wanted models' cost, busy time and tokens (over one day, or the window): each
         target's allocated cost and busy GPU time shared among its models as agent.cost.summarize
-        shares cost (by useful tokens). ``targets``: that day's :meth:`target_totals`, when the
-        caller has them already."""
+        shares cost (by useful tokens)."""
         tokens = self.all_tokens if day is None else _sum_days([self.window.tokens.get(day, {})])
-        if targets is None:
-            targets = self.target_totals(day)
+        targets = self.target_totals(day)
         shares = model_shares(targets, tokens, self.rule)
         out: dict[str, Share] = defaultdict(Share)
         for key, a in targets.items():

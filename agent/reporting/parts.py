@@ -267,10 +267,9 @@ def model_days(
     f: Figures, days: Sequence[tuple[date, datetime]], rule: str
 ) -> tuple[ModelDay, ...]:
     names = list(f.model_sums())
-    by_day = f.target_days()
     out = []
     for i, (day, _) in enumerate(days):
-        sums = f.model_sums(i, by_day.get(i, {}))
+        sums = f.model_sums(i)
         for model in names:
             out.append(ModelDay(model, day, sums.get(model, Share()).per_million(rule)))
     return tuple(out)
