@@ -30,7 +30,8 @@ from sqlalchemy import Engine, func, select
 from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.ratecard import RateCard
-from agent.cost.summarize import DAY, HOUR, MINUTE, Summary, summarize
+from agent.cost.split import DAY, HOUR, MINUTE
+from agent.cost.summarize import Summary, summarize
 from collectors.base import Sample
 from migrations.schema import cost_records, gpu_usage
 

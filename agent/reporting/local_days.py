@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
-from agent.cost.summarize import Split
+from agent.cost.split import Split
 
 DAY, HOUR = timedelta(days=1), timedelta(hours=1)
 NOON = timedelta(hours=12)

@@ -49,18 +49,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from agent.cost.billing import billed
+from agent.cost.split import DAY, HOUR, Split, among, series_ranges
 from agent.cost.summarize import (
-    DAY,
-    HOUR,
     OUTPUT,
     PROMPT,
     PROMPT_COMPUTED,
     REQUESTS,
-    Split,
     TokenKey,
     Tokens,
-    among,
-    series_ranges,
     tokens_by_target,
 )
 from agent.reporting.local_days import LocalDays

@@ -25,7 +25,8 @@ from sqlalchemy import Engine, delete, func, select, update
 from agent.config.settings import BudgetConfig, Config
 from agent.cost.metering import metered_rollup
 from agent.cost.signals import host_samples
-from agent.cost.summarize import Split, summarize
+from agent.cost.split import Split
+from agent.cost.summarize import summarize
 from agent.reporting.build import build_report
 from agent.reporting.period import month_period
 from agent.reporting.render import render

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.cost.summarize import Split
+from agent.cost.split import Split
 from agent.reporting.local_days import LocalDays
 from agent.reporting.period import month_period
 
