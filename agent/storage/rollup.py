@@ -60,7 +60,10 @@ MAX_DAYS = timedelta(days=31)
 BASELINE_LOOKBACK = timedelta(days=1)
 CARRY = "carry"  # the rollup_state job: up to when rollup_carry holds the baselines
 COMPACT = "compact"  # the rollup_state job: raw rows before it are packed into chunks
-COMPACT_BATCH = 100  # series per packing transaction
+# Raw rows per packing transaction. Its series are read at once: 100 series of an hour of 1 s
+# ticks were 360 k rows, a 30 MB peak that Python's allocator kept for the daemon's life
+# (bench/memory.py). Series per batch follow from the tick interval; at 10 s ticks this is ~55.
+COMPACT_ROWS = 20_000
 JOBS = {MINUTE: "minute", HOUR: "hour", DAY: "day"}  # rollup_state's job per resolution
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
 # Re-exported: the ledger, the benches and tests import these from here.
@@ -149,7 +152,8 @@ class Rollup:
         Rows stay in the head while the next run may read them: from its start minus the
         largest gap, where its first increase takes a baseline from. One transaction per batch
         of series, so a tick's write never waits long for the lock; a crash between batches
-        leaves some series packed, and the rerun finds no rows left of theirs to pack.
+        leaves some series packed, and the rerun finds no rows left of theirs to pack. A batch
+        holds about ``COMPACT_ROWS`` rows, whatever the tick interval.
         """
         until = rolled_up_until - timedelta(seconds=self.max_gap)
         with self.engine.connect() as conn:
@@ -157,12 +161,19 @@ class Rollup:
             start = self._watermark(conn, COMPACT) or raw.first_head_ts(conn, ids)
         if start is None or raw.block_of(until) <= raw.block_of(start):
             return
-        done = start
-        for first in range(0, len(ids), COMPACT_BATCH):
+        done, batch = start, self._compact_batch(start, until)
+        for first in range(0, len(ids), batch):
             with self.engine.begin() as conn:
-                done = raw.compact(conn, ids[first : first + COMPACT_BATCH], start, until)
+                done = raw.compact(conn, ids[first : first + batch], start, until)
         with self.engine.begin() as conn:
             self._set_watermark(conn, COMPACT, done)
+
+    def _compact_batch(self, start: datetime, until: datetime) -> int:
+        """Series per packing transaction: about ``COMPACT_ROWS`` head rows each."""
+        blocks = (raw.block_of(until) - raw.block_of(start)) // raw.BLOCK
+        blocks = max(1, min(blocks, raw.MAX_BLOCKS_PER_RUN))
+        per_series = blocks * raw.BLOCK.total_seconds() / max(self.interval_seconds, 0.001)
+        return max(1, int(COMPACT_ROWS // per_series))
 
     def _complete_until(self, conn: Connection, now: datetime, start: datetime) -> datetime:
         """The end of the last minute bucket that can be rolled up for good.
