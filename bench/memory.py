@@ -73,6 +73,10 @@ class Reading:
     seconds: float  # since the daemon started
     rss_mb: float
     pss_mb: float
+    anon_mb: float = 0.0  # RssAnon: heap, arenas, thread stacks, anonymous mappings
+    file_mb: float = 0.0  # RssFile: mapped libraries and files (libpython, libsqlite3, ...)
+    shmem_mb: float = 0.0  # RssShmem: shared mappings (SQLite's -shm file is RssFile)
+    threads: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,9 +112,25 @@ def proc_kb(path: str, field: str) -> float:
 
 
 def read(pid: int, started: float) -> Reading:
-    rss = proc_kb(f"/proc/{pid}/status", "VmRSS")
+    status = f"/proc/{pid}/status"
+    rss = proc_kb(status, "VmRSS")
     pss = proc_kb(f"/proc/{pid}/smaps_rollup", "Pss")
-    return Reading(time.monotonic() - started, rss, pss)
+    anon, file, shmem = (proc_kb(status, f) for f in ("RssAnon", "RssFile", "RssShmem"))
+    threads = int(proc_kb(status, "Threads") * 1024)
+    return Reading(time.monotonic() - started, rss, pss, anon, file, shmem, threads)
+
+
+def smaps_summary(pid: int) -> dict[str, float]:
+    """Rss (MB) per kind of mapping: [heap], [stack], anonymous, and each mapped file."""
+    out: dict[str, float] = {}
+    name = "?"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and ":" not in head[0]:
+            name = head[5] if len(head) > 5 else "[anon]"
+        elif line.startswith("Rss:"):
+            out[name] = out.get(name, 0.0) + int(head[1]) / 1024
+    return out
 
 
 def floor_mb(code: str, env: dict[str, str]) -> float:
@@ -281,7 +301,9 @@ def sample_daemon(proc: subprocess.Popen[bytes], seconds: float, every: float) -
             last = readings[-1]
             mins = elapsed / 60
             print(
-                f"  {mins:5.1f} min  RSS {last.rss_mb:6.1f} MB  PSS {last.pss_mb:6.1f} MB",
+                f"  {mins:5.1f} min  RSS {last.rss_mb:6.1f} MB  PSS {last.pss_mb:6.1f} MB  "
+                f"anon {last.anon_mb:6.1f}  file {last.file_mb:5.1f}  shmem {last.shmem_mb:4.1f}"
+                f"  threads {last.threads}",
                 flush=True,
             )
         time.sleep(min(every, max(0.0, seconds - elapsed)))
@@ -306,6 +328,14 @@ def report(readings: list[Reading], warmup: float, floors: dict[str, float], tic
     row(f"daemon at the end ({end.seconds / 60:.1f} min, {ticks} ticks)", end.rss_mb,
         f"  PSS {end.pss_mb:6.1f} MB")  # fmt: skip
     row(f"daemon peak (at {peak.seconds / 60:.1f} min)", peak.rss_mb)
+    print(
+        f"at the end: RssAnon {end.anon_mb:.1f} MB, RssFile {end.file_mb:.1f} MB, "
+        f"RssShmem {end.shmem_mb:.1f} MB, {end.threads} threads "
+        f"(first tick: anon {start.anon_mb:.1f}, file {start.file_mb:.1f}, "
+        f"{start.threads} threads; most threads {max(r.threads for r in readings)})"
+    )
+    anon = least_squares([(r.seconds, r.anon_mb) for r in after])
+    print(f"slope after warm-up: RssAnon {anon.slope:+.2f} MB/h (stderr {anon.stderr:.2f})")
     print(f"slope after warm-up ({len(after)} samples): RSS {fit.slope:+.2f} MB/h "
           f"(stderr {fit.stderr:.2f}, residual {fit.residual:.2f} MB); "
           f"PSS {pss.slope:+.2f} MB/h (stderr {pss.stderr:.2f})")  # fmt: skip
@@ -360,17 +390,29 @@ def main() -> int:
             print(f"daemon pid {proc.pid}: sampling every {args.sample_seconds:g} s for "
                   f"{args.minutes:g} min (warm-up {warmup / 60:g} min)", flush=True)  # fmt: skip
             wait_first_tick(proc, state)
+            maps_first = smaps_summary(proc.pid)
             readings = sample_daemon(proc, args.minutes * 60, args.sample_seconds)
             ticks = ticks_stored(state)
+            maps_end = smaps_summary(proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
         print(f"/metrics scraped {answered[0]} times; exit code {proc.returncode}")
         if args.csv:
-            lines = [f"{r.seconds:.1f},{r.rss_mb:.2f},{r.pss_mb:.2f}" for r in readings]
-            args.csv.write_text("seconds,rss_mb,pss_mb\n" + "\n".join(lines) + "\n")
+            lines = [f"{r.seconds:.1f},{r.rss_mb:.2f},{r.pss_mb:.2f},{r.anon_mb:.2f},"
+                     f"{r.file_mb:.2f},{r.shmem_mb:.2f},{r.threads}" for r in readings]  # fmt: skip
+            header = "seconds,rss_mb,pss_mb,anon_mb,file_mb,shmem_mb,threads\n"
+            args.csv.write_text(header + "\n".join(lines) + "\n")
         report(readings, warmup, floors, ticks)
+        print_mappings(maps_first, maps_end)
     return 0
+
+
+def print_mappings(first: dict[str, float], end: dict[str, float]) -> None:
+    """The largest mappings at the end and what each gained since the first tick."""
+    print("RSS by mapping (MB): at the end, and since the first tick")
+    for name in sorted(end, key=lambda n: -end[n])[:8]:
+        print(f"  {end[name]:6.1f}  {end[name] - first.get(name, 0.0):+6.1f}  {name}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+"""bench/memory.py's readings of a process: RSS split by kind, threads, RSS per mapping."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from bench import memory
+
+linux_only = pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="/proc/PID/smaps")
+
+
+@linux_only
+def test_a_reading_splits_rss_and_counts_threads() -> None:
+    started = threading.Event()
+    done = threading.Event()
+
+    def wait() -> None:
+        started.set()
+        done.wait()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    started.wait()
+    try:
+        reading = memory.read(os.getpid(), 0.0)
+    finally:
+        done.set()
+        thread.join()
+    assert reading.rss_mb > 0 and reading.anon_mb > 0 and reading.file_mb > 0
+    assert abs(reading.anon_mb + reading.file_mb + reading.shmem_mb - reading.rss_mb) < 1.0
+    assert reading.threads >= 2
+
+
+@linux_only
+def test_rss_by_mapping_names_the_heap_and_the_interpreter() -> None:
+    maps = memory.smaps_summary(os.getpid())
+    assert maps["[anon]"] > 0
+    assert any("python" in name for name in maps)
+    assert sum(maps.values()) == pytest.approx(memory.read(os.getpid(), 0.0).rss_mb, abs=2.0)
