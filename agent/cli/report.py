@@ -19,7 +19,7 @@ from agent.config.settings import Config
 from agent.reporting.build import build_report
 from agent.reporting.model import Period
 from agent.reporting.period import last_month_period, month_period, range_period, week_period
-from agent.reporting.render import FORMATS, render
+from agent.reporting.render import DAILY_FORMATS, FORMATS, render
 from agent.storage.db import open_database
 from collectors.base import GpuwatchError
 
@@ -88,8 +88,9 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     engine = open_database(config.database_url)
     try:
         report = build_report(
-            engine, config, period, now=now, hosts=tuple(args.host), models=tuple(args.model)
-        )
+            engine, config, period, now=now, hosts=tuple(args.host), models=tuple(args.model),
+            daily=args.format in DAILY_FORMATS,
+        )  # fmt: skip
     finally:
         engine.dispose()
     text = render(report, args.format)

@@ -51,15 +51,19 @@ def build_report(
     now: datetime,
     hosts: Sequence[str] = (),
     models: Sequence[str] = (),
+    daily: bool = True,
 ) -> Report:
     """Every figure of ``period`` (see :mod:`agent.reporting.parts`), restricted to ``hosts``
-    and ``models`` when given (see :mod:`agent.reporting.figures`)."""
+    and ``models`` when given (see :mod:`agent.reporting.figures`). ``daily``: False leaves the
+    daily series empty and reads the window as one sum per GPU and target, for renderings that
+    do not print them (a fleet's month is then ~3 k rows to read, not ~60 k)."""
     wanted = Wanted(frozenset(hosts), frozenset(models))
     before = previous_period(period)
-    days = local_days(period)
+    days = local_days(period) if daily else []
     rule = config.cost.useful_tokens
     with engine.connect() as conn:
-        current = Window.read(conn, period.start, period.end, wanted, [at for _, at in days])
+        starts = [at for _, at in days] or [period.start]
+        current = Window.read(conn, period.start, period.end, wanted, starts)
         previous = Window.read(conn, before.start, before.end, wanted, [before.start])
         measured = gauges(conn, current.split, wanted)
         names = gpu_names(conn, wanted)
@@ -87,7 +91,7 @@ def build_report(
         queue_incidents=queue_incidents(alerts),
         budget=budget(engine, config, period, now),
         recommendations=recommendations(figures, gpus, config, period, now),
-        daily_spend=daily_spend(figures, days),
+        daily_spend=daily_spend(figures, days) if days else (),
         model_days=model_days(figures, days, rule),
         gpu_days=gpu_days(figures, gpus, days),
     )

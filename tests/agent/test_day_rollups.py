@@ -346,3 +346,15 @@ def test_the_spend_counters_read_day_rows_and_do_not_move(month: Engine) -> None
     assert with_days["gpuwatch_spend_usd_total"] == pytest.approx(
         float(everything.fleet.cost_usd), rel=1e-12
     )
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_a_text_report_read_without_days_prints_the_same(month: Engine, fmt: str) -> None:
+    """`gpuwatch report` in table or markdown reads the window as one sum per GPU and target
+    (the daily series are not printed there): the same text as the full report's."""
+    period = month_period("2026-10", AFTER, M.ZONE)
+    cfg = config(M.ZONE)
+    full = build_report(month, cfg, period, now=AFTER)
+    lean = build_report(month, cfg, period, now=AFTER, daily=False)
+    assert lean.daily_spend == lean.model_days == lean.gpu_days == ()
+    assert render(lean, fmt) == render(full, fmt)

@@ -26,8 +26,11 @@ RENDERERS: dict[str, Callable[[Report], str]] = {
     "html": render_html,
 }
 FORMATS = tuple(RENDERERS)
+# The renderings that print the daily series (the others are built without them).
+DAILY_FORMATS = frozenset({"json", "csv", "html"})
 
 __all__ = [
+    "DAILY_FORMATS",
     "FORMATS",
     "render",
     "render_csv",
