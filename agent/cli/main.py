@@ -129,10 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agent.daemon.service import Daemon  # APScheduler is only needed here
+    from agent.daemon.service import Daemon, ListenError  # APScheduler is only needed here
 
     config = load_config(args.config)
-    return Daemon(args.config, config).serve()
+    try:
+        return Daemon(args.config, config).serve()
+    except ListenError as exc:  # a setting to change, like a bad config: exit 2, one line
+        print(f"gpuwatch: {exc}", file=sys.stderr)
+        return 2
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

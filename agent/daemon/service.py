@@ -29,6 +29,7 @@ from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.malloc import limit_arenas, trim
 from agent.daemon.sdnotify import SdNotifier
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
+from collectors.base import GpuwatchError
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,10 @@ ROLLUP_SECONDS = 60  # rollups and cost signals: minute buckets complete once a 
 BILLING_SECONDS = 3600  # provider APIs: hourly is within every documented rate limit
 DELIVER_JOB = "deliver"
 DELIVER_SECONDS = 5  # retries come due between ticks; fresh notifications wake the job at once
+
+
+class ListenError(GpuwatchError):
+    """/metrics cannot listen where ``daemon.metrics_listen`` says (in use, no such address)."""
 
 
 @dataclass
@@ -54,9 +59,15 @@ class MetricsServer:
             return
         registry = make_registry(self.latest)
         ProcessCollector(registry=registry)  # the daemon's own RSS and CPU, for the guest budget
-        self._server, self._thread = start_http_server(
-            address[1], addr=address[0], registry=registry
-        )
+        try:
+            self._server, self._thread = start_http_server(
+                address[1], addr=address[0], registry=registry
+            )
+        except OSError as exc:  # an expected failure, said in one line: no traceback
+            reason = exc.strerror or str(exc)
+            raise ListenError(
+                f"daemon.metrics_listen = {self.listen!r}: cannot listen there: {reason}"
+            ) from None
         log.info("serving /metrics on http://%s/metrics", self.listen)
 
     @property
@@ -150,9 +161,14 @@ class Daemon:
         return started is not None and now_monotonic - started > limit
 
     def serve(self) -> int:
-        """Run until SIGTERM/SIGINT; returns the process exit code."""
+        """Run until SIGTERM/SIGINT; returns the process exit code. Raises ListenError, with
+        nothing started, when /metrics cannot listen."""
+        try:
+            self.metrics.start()
+        except ListenError:
+            self.app.close()
+            raise
         self._install_signals()
-        self.metrics.start()
         interval = self.config.daemon.interval_seconds
         self.scheduler.add_job(
             self.tick,
@@ -242,10 +258,24 @@ class Daemon:
         return True
 
     def _apply_listen(self, listen: str) -> None:
-        if listen != self.metrics.listen:
-            self.metrics.stop()
-            self.metrics = MetricsServer(listen, self.latest)
-            self.metrics.start()
+        """Move /metrics; when the new address cannot be had, keep the old one and say so
+        (a crash here would make systemd restart the daemon into the same failure)."""
+        if listen == self.metrics.listen:
+            return
+        old = self.metrics
+        old.stop()  # first: the new address may be the same port on another interface
+        new = MetricsServer(listen, self.latest)
+        try:
+            new.start()
+        except ListenError as exc:
+            log.error("reload: %s; /metrics stays on %s", exc, old.listen or "(disabled)")
+            self.metrics = MetricsServer(old.listen, self.latest)
+            try:
+                self.metrics.start()
+            except ListenError as again:  # taken in the moment it was free: say it, keep going
+                log.error("reload: %s; /metrics is off until the next reload", again)
+            return
+        self.metrics = new
 
     def _apply_interval(self, interval: float) -> None:
         if self.scheduler.running:
