@@ -103,6 +103,10 @@ HEALTH_SIGNALS = (
     _g("gpuwatch_target_up", "1 if the last scrape of the target succeeded, else 0."),
     _g("gpuwatch_target_scrape_duration_seconds", "Duration of the last scrape of the target."),
     _g("gpuwatch_alerts", "This host's alerts by rule and state (pending or firing)."),
+    _c(
+        "gpuwatch_ticks_missed_total",
+        "Scheduled ticks not started because the previous tick was still running.",
+    ),
     _g(
         "gpuwatch_fleet_leader",
         "1 while this daemon does the fleet's work (billing, budget alerts, digest), else 0.",

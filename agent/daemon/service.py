@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from wsgiref.simple_server import WSGIServer
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import start_http_server
 from prometheus_client.process_collector import ProcessCollector
@@ -27,6 +28,7 @@ from agent.daemon.app import App, Clock, utc_now
 from agent.daemon.exposition import LatestRoundCollector, make_registry
 from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.malloc import limit_arenas, trim
+from agent.daemon.missed import MissedTicks
 from agent.daemon.sdnotify import SdNotifier
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
 from collectors.base import GpuwatchError
@@ -101,9 +103,14 @@ class Daemon:
         self.app = App.open(self.config)
         self.metrics = MetricsServer(self.config.daemon.metrics_listen, self.latest)
         self.scheduler = BackgroundScheduler(timezone="UTC")
+        # Its warning per skipped tick is replaced by MissedTicks' count and rate-limited lines.
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
+        self.missed = MissedTicks()
+        self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
 
     def tick(self) -> None:
         """One scheduled tick; never raises (APScheduler would only log it anyway)."""
+        self.missed.ran()
         with self._lock:  # a reload swaps the App; never mid-tick
             self._tick_started = time.monotonic()
             try:
@@ -115,6 +122,11 @@ class Daemon:
             trim()  # the round's scrape bodies and rows: a tick's garbage, not the next's heap
             if self.app.queued and self.scheduler.running:
                 self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
+
+    def _skipped(self, event: JobSubmissionEvent) -> None:
+        if event.job_id == JOB_ID:
+            self.missed.missed(max(1, len(event.scheduled_run_times)))
+            self.latest.update_daemon([self.missed.sample(self.config.host, utc_now())])
 
     def deliver(self) -> None:
         """Send queued notifications; a failed send is recorded in the outbox, not raised."""
