@@ -8,7 +8,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from agent import __version__
 from agent.cli import alerts as alerts_cli
@@ -17,18 +16,13 @@ from agent.cli import cost as cost_cli
 from agent.cli import digest as digest_cli
 from agent.cli import report as report_cli
 from agent.cli.cost import measured_workload
+from agent.collect.clock import utc_now
 from agent.config.settings import Config, ConfigError, load_config
 from agent.storage.db import create_engine, is_sqlite, sqlite_path
 from collectors.base import GpuwatchError
 from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
 
 log = logging.getLogger("gpuwatch")
-
-
-def utc_now() -> datetime:
-    # Not agent.daemon.app's: a report or an alerts listing should not import the daemon
-    # (its collectors and HTTP clients cost a command about 0.1-0.2 s of CPU before any work).
-    return datetime.now(UTC)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,8 +23,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import start_http_server
 from prometheus_client.process_collector import ProcessCollector
 
+from agent.collect.clock import Clock, utc_now
 from agent.config.settings import Config, load_config, parse_listen
-from agent.daemon.app import App, Clock, utc_now
+from agent.daemon.app import App
 from agent.daemon.exposition import LatestRoundCollector, make_registry
 from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.malloc import limit_arenas, trim
