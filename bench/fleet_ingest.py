@@ -47,8 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import Engine, create_engine, select, text, update  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
+from sqlalchemy import Engine, select, text, update  # noqa: E402
 
 from agent.collect.runner import Round  # noqa: E402
 from agent.config.settings import Config  # noqa: E402
@@ -57,6 +56,7 @@ from agent.storage.db import open_database, upgrade_database  # noqa: E402
 from agent.storage.forward.job import Forwarder, central_engine  # noqa: E402
 from agent.storage.forward.streams import STREAMS, Buckets  # noqa: E402
 from agent.storage.store import Store  # noqa: E402
+from bench.pg import fresh_database  # noqa: E402
 from migrations.schema import rollup_state  # noqa: E402
 
 TARGET_BOXES = 1000
@@ -192,17 +192,6 @@ def minute_watermark(engine: Engine) -> datetime:
 
 
 # -- databases --------------------------------------------------------------------------------
-
-
-def fresh(admin_url: str, name: str) -> str:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    upgrade_database(url)
-    return url
 
 
 def bare_copy(conn: Any, table: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -394,14 +383,16 @@ def report_n(args: argparse.Namespace, folder: Path, box: Path, round_: Round, n
 
 
 def local_first_row(args: argparse.Namespace, work: Path, box: Path, n: int) -> None:
-    lf = local_first(fresh(args.postgres_url, f"gw_fleet_lf_{n}"), box, n, work, args.minutes)
+    lf = local_first(
+        fresh_database(args.postgres_url, f"gw_fleet_lf_{n}"), box, n, work, args.minutes
+    )
     row(n, "local-first", lf["ms_per_box_tick"], lf["floor_ms_per_box_tick"],
         f"{lf['rows_per_forward']:.0f} rows/forward, leader signals {lf['leader_signals_ms']:.0f}"
         f" ms/min, client {lf['client_ms_per_forward']:.1f} ms/forward")  # fmt: skip
 
 
 def direct_row(args: argparse.Namespace, round_: Round, n: int) -> None:
-    dr = direct(fresh(args.postgres_url, f"gw_fleet_direct_{n}"), round_, n, args.ticks)
+    dr = direct(fresh_database(args.postgres_url, f"gw_fleet_direct_{n}"), round_, n, args.ticks)
     row(
         n,
         "direct",

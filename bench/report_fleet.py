@@ -59,7 +59,8 @@ from agent.reporting.build import build_report  # noqa: E402
 from agent.reporting.model import Report  # noqa: E402
 from agent.reporting.period import month_period  # noqa: E402
 from agent.reporting.render import render  # noqa: E402
-from agent.storage.db import open_database, upgrade_database  # noqa: E402
+from agent.storage.db import open_database  # noqa: E402
+from bench.pg import drop_database, fresh_database  # noqa: E402
 from bench.report_fleet_clone import CloneSpec, Template, check, clone, row_counts  # noqa: E402
 from bench.report_fleet_profile import profile  # noqa: E402
 from bench.report_fleet_template import TemplateSpec, ensure_template  # noqa: E402
@@ -69,28 +70,6 @@ TARGET_S = 3.0
 MONTH = "2026-11"
 GPUS_PER_HOST = 8
 USD_PER_GPU_HOUR = Decimal("2.49")  # bench/cost_fleet.py's default rate
-
-
-def database_url(base: str, name: str) -> str:
-    return make_url(base).set(database=name).render_as_string(hide_password=False)
-
-
-def fresh_database(base: str, name: str) -> str:
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    url = database_url(base, name)
-    upgrade_database(url)
-    return url
-
-
-def drop_database(base: str, name: str) -> None:
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
 
 
 def settings(engine: Engine) -> str:

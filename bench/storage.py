@@ -43,12 +43,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sqlalchemy import create_engine, text  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
 
 from agent.daemon.app import App  # noqa: E402
 from agent.storage.db import upgrade_database  # noqa: E402
 from bench import storage_prom as prom  # noqa: E402
+from bench.pg import drop_database, fresh_database  # noqa: E402
 from bench.storage_report import report  # noqa: E402
 from bench.storage_scenario import Checkpoint, Run, hardware, run_box  # noqa: E402
 from bench.storage_sizes import Sizes, measure  # noqa: E402
@@ -79,18 +78,13 @@ class Recorder:
 def fresh_postgres(admin_url: str, keep: bool) -> Iterator[str]:
     """A new database on the server of ``admin_url``; dropped afterwards unless kept."""
     name = f"gw_bench_storage_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        yield fresh_database(admin_url, name)
     finally:
         if keep:
             print(f"kept PostgreSQL database {name}")
         else:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+            drop_database(admin_url, name)
 
 
 @contextlib.contextmanager
