@@ -107,6 +107,8 @@ class Daemon:
         # Its warning per skipped tick is replaced by MissedTicks' count and rate-limited lines.
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
         self.missed = MissedTicks()
+        # A counter from 0 at start, so rate() and alerts see the first miss as an increase.
+        self.latest.update_daemon([self.missed.sample(self.config.host, utc_now())])
         self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
 
     def tick(self) -> None:

@@ -65,6 +65,8 @@ def test_the_daemon_counts_skipped_ticks_on_metrics_and_silences_apscheduler(
     )
     daemon = Daemon(str(path), load_config(str(path)))
     try:
+        text = generate_latest(make_registry(daemon.latest)).decode()
+        assert 'gpuwatch_ticks_missed_total{host="box-1"} 0.0' in text  # from the start
         at = datetime(2026, 12, 1, tzinfo=UTC)
         for _ in range(3):
             event = JobSubmissionEvent(EVENT_JOB_MAX_INSTANCES, JOB_ID, "default", [at])
