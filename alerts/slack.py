@@ -21,6 +21,7 @@ from slack_sdk.webhook import WebhookClient
 
 from alerts.dedup import Notification
 from alerts.model import AlertState
+from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped, escape
 from alerts.notify import (
     NotifyError,
     SendResult,
@@ -34,10 +35,9 @@ from alerts.notify import (
 )
 from collectors.retry import parse_retry_after
 
-# Slack's documented limits: a section's text, a message's text, blocks per message.
-SECTION_LIMIT = 3000
-TEXT_LIMIT = 40000
-BLOCK_LIMIT = 50
+__all__ = ["BLOCK_LIMIT", "SECTION_LIMIT", "TEXT_LIMIT", "SlackMessage", "SlackNotifier",
+           "cut_escaped", "escape", "render"]  # fmt: skip
+
 # The header takes one block and the "more alerts" note may take another.
 _LINE_SECTIONS = BLOCK_LIMIT - 2
 # chat.postMessage errors Slack documents as transient; all others describe the request
@@ -60,11 +60,6 @@ class SlackMessage:
     text: str
     blocks: tuple[dict[str, Any], ...]
     cuts: tuple[str, ...] = ()
-
-
-def escape(text: str) -> str:
-    """Slack's mrkdwn escaping: only &, < and > are control characters ("<!channel>")."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render(notification: Notification) -> SlackMessage:
@@ -134,17 +129,6 @@ def _pack(lines: list[str]) -> tuple[list[str], int]:
         else:
             sections.append(line)
     return sections, 0
-
-
-def cut_escaped(text: str, limit: int) -> str:
-    """Escaped ``text`` cut to ``limit`` characters without leaving half an entity ("&am")."""
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    amp = head.rfind("&", len(head) - 4)
-    if amp != -1 and ";" not in head[amp:]:
-        head = head[:amp]
-    return head + "…"
 
 
 def _section(text: str) -> dict[str, Any]:

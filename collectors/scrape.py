@@ -15,7 +15,7 @@ from datetime import datetime
 import httpx
 
 from collectors.base import CollectError, Sample
-from collectors.engines import ENGINES, Engine, detect
+from collectors.engines import ENGINES, Engine, detect, read_by_a_mapper
 from collectors.engines.exposition import Exposition, ExpositionError
 from collectors.engines.rules import Context
 
@@ -60,7 +60,7 @@ class ScrapeCollector:
     def collect(self, now: datetime) -> list[Sample]:
         text = self.fetch()
         try:
-            exposition = Exposition.parse(text)
+            exposition = Exposition.parse(text, keep=read_by_a_mapper)
         except ExpositionError as exc:
             raise self._error(str(exc)) from exc
         engine = self._engine(exposition)

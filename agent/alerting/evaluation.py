@@ -31,7 +31,6 @@ from alerts.notification_codec import notification_from_json
 from alerts.notify import Notifier, SendResult
 from alerts.rules import RuleSpec
 from alerts.silence import Silence
-from alerts.slack import SlackNotifier
 from alerts.webhook import WebhookNotifier
 from collectors.retry import Backoff
 
@@ -63,6 +62,9 @@ def build_receivers(config: Config) -> tuple[Receiver, ...]:
 
     slack = notify.slack
     if slack.webhook_url is not None or slack.token is not None:
+        # Imported only where Slack is configured: slack_sdk is 2 MB of every daemon's memory.
+        from alerts.slack import SlackNotifier
+
         notifier = SlackNotifier(
             "slack",
             webhook_url=slack.webhook_url.reveal() if slack.webhook_url else None,

@@ -16,10 +16,9 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.config.settings import Config
-from agent.reporting.build import build_report
+from agent.reporting.formats import DAILY_FORMATS, FORMATS
 from agent.reporting.model import Period
 from agent.reporting.period import last_month_period, month_period, range_period, week_period
-from agent.reporting.render import DAILY_FORMATS, FORMATS, render
 from agent.storage.db import open_database
 from collectors.base import GpuwatchError
 
@@ -84,6 +83,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    # Imported here: the report's queries are not the daemon's (`gpuwatch run` parses the same
+    # command line), and they are megabytes of its memory (bench/memory.py).
+    from agent.reporting.build import build_report
+    from agent.reporting.render import render
+
     period = choose_period(args, now, config.timezone)
     engine = open_database(config.database_url)
     try:

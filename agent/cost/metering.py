@@ -35,6 +35,7 @@ GPU_INFO = "gpuwatch_gpu_info"
 UTIL = "gpuwatch_gpu_utilization_ratio"
 ENERGY = "gpuwatch_gpu_energy_joules_total"
 TARGET_MEMORY = "gpuwatch_target_gpu_memory_bytes"
+METERED = frozenset({GPU_INFO, UTIL, ENERGY, TARGET_MEMORY})  # what gpu_observations reads
 UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
@@ -80,6 +81,9 @@ class LedgerMeter:
     def merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> None:
         usage = self._merged_usage(conn, resolution, start, end)
         self._write_usage(conn, usage, resolution, start, end)
+
+    def reads(self, metric: str) -> bool:
+        return metric in METERED
 
     def _ledger(
         self, meta: SeriesMeta, points: Points, span: tuple[datetime, datetime], max_gap: float

@@ -10,7 +10,7 @@ recommendations, with its numbers.
 Slack's Block Kit limits hold whatever the data (``block_kit_problems`` checks them): every
 list is one section that shows what fits (at most ``MAX_LINES`` lines) and counts the rest in
 "… and N more"; data strings (model, host, GPU and rule names, the recommendation) are
-escaped for mrkdwn as in ``alerts.slack`` and cut without splitting an entity, so a model
+escaped for mrkdwn as in ``alerts.mrkdwn`` and cut without splitting an entity, so a model
 named "<!channel>" is shown, not obeyed. Money is rounded to the cent only here.
 """
 
@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from agent.cost.breakeven import usd
 from agent.reporting.model import ModelRow, Period, Recommendation, Report
 from alerts.duration import format_duration
-from alerts.slack import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped, escape
+from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped, escape
 
 HEADER_LIMIT = 150  # a header block's plain_text
 FIELD_LIMIT = 2000  # each of a section's fields

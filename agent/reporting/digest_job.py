@@ -61,7 +61,6 @@ from agent.reporting.digest import digest_payload
 from agent.reporting.model import Period, Report
 from agent.reporting.period import last_week_period, previous_period
 from alerts.notify import NotifyError, SendResult, shorten
-from alerts.slack import SlackNotifier
 from migrations.schema import digests
 
 log = logging.getLogger(__name__)
@@ -358,6 +357,8 @@ class SlackDigestSender:
         base_url: str | None = None,
         timeout_seconds: int = 10,
     ) -> None:
+        from alerts.slack import SlackNotifier  # slack_sdk only where Slack is configured
+
         self._slack = SlackNotifier(
             "digest", webhook_url=webhook_url, token=token, channel=channel,
             base_url=base_url, timeout_seconds=timeout_seconds,

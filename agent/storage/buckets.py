@@ -32,8 +32,8 @@ from sqlalchemy import (
     true,
     union_all,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
+from agent.storage.db import insert_ignoring_conflicts
 from agent.storage.rolled_up import HISTOGRAM_ROLLUPS, SERIES_ROLLUPS, histogram_of
 from migrations.schema import histogram_layouts, histogram_rollups, rollups, series
 
@@ -309,8 +309,7 @@ def _layout_ids(conn: Connection, layouts: set[str]) -> dict[str, int]:
 
 def _insert_ignore(conn: Connection, table: Table) -> Insert:
     # Another daemon of a PostgreSQL fleet may create the same row at the same moment.
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table).on_conflict_do_nothing()
+    return insert_ignoring_conflicts(conn, table)
 
 
 # -- the arithmetic -------------------------------------------------------------------------------
@@ -336,8 +335,22 @@ def _is_counter(metric: str) -> bool:
     return metric.endswith(COUNTER_SUFFIXES)
 
 
+# The series a ``_created`` series dates: its counter, or its histogram's parts.
+_CREATED_OF = ("_total", "_bucket", "_count", "_sum")
+
+
 def _rolled_up(metric: str) -> bool:
     return metric in SERIES_ROLLUPS or histogram_of(metric) is not None
+
+
+def rollup_input(metric: str) -> bool:
+    """Whether :func:`write_minutes` reads ``metric``'s points: a rolled-up series, the
+    ``_created`` series beside one (restarts) or ``gpuwatch_target_up`` (births). The rollup
+    reads nothing else, which is most of a box's series (other histograms, gauges)."""
+    if _rolled_up(metric) or metric == TARGET_UP:
+        return True
+    base = metric.removesuffix("_created")
+    return base != metric and any(_rolled_up(base + s) for s in _CREATED_OF)
 
 
 def _series_rollups(
@@ -393,7 +406,7 @@ def _created_index(
         base = metric.removesuffix("_created")
         births = dict(points.get(sid, []))
         key_labels = json.dumps(labels, sort_keys=True)
-        for name in (base + "_total", base + "_bucket", base + "_count", base + "_sum"):
+        for name in (base + suffix for suffix in _CREATED_OF):
             out[(name, key_labels)] = births
     return out
 

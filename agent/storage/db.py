@@ -9,17 +9,22 @@ PostgreSQL is shared by many daemons, so its schema is only ever upgraded on pur
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Connection, Insert, Table, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.engine import create_engine as sa_create_engine
 
 from migrations.runner import assert_at_head, upgrade_to_head
 
 log = logging.getLogger(__name__)
+
+# What a command waits for the database: SQLite for another writer's lock, PostgreSQL for a
+# connection. The daemon passes its own, shorter deadline (``daemon.database_timeout``).
+BUSY_TIMEOUT = 30.0
 
 
 def is_sqlite(url: str) -> bool:
@@ -34,8 +39,12 @@ def sqlite_path(url: str) -> Path | None:
     return Path(database)
 
 
-def create_engine(url: str) -> Engine:
-    """An engine for ``url``; a SQLite file is created private and switched to WAL."""
+def create_engine(url: str, timeout: float = BUSY_TIMEOUT) -> Engine:
+    """An engine for ``url``; a SQLite file is created private and switched to WAL.
+
+    ``timeout``: how long a connection attempt to PostgreSQL may take (libpq counts whole
+    seconds, at least 2), or how long SQLite waits for another writer's lock.
+    """
     if not is_sqlite(url):
         # JIT off: gpuwatch's statements are short aggregates over index ranges, costed high
         # enough (a month of a fleet's rows) for the planner to compile them, and the compile
@@ -43,15 +52,31 @@ def create_engine(url: str) -> Engine:
         # with JIT and 23 s without.
         given = make_url(url).query.get("options")  # a URL's own options are kept
         options = " ".join([*([given] if isinstance(given, str) else given or ()), "-c jit=off"])
-        return sa_create_engine(url, pool_pre_ping=True, connect_args={"options": options})
+        connect = {"options": options, "connect_timeout": max(2, math.ceil(timeout))}
+        return sa_create_engine(url, pool_pre_ping=True, connect_args=connect)
     path = sqlite_path(url)
     if path is not None:
         _create_private_file(path)
     # Two pooled connections: the daemon's jobs take turns on the one writer SQLite allows, and
     # each idle connection keeps its own page cache (bench/memory.py).
-    engine = sa_create_engine(url, connect_args={"timeout": 30}, pool_size=2)
+    engine = sa_create_engine(url, connect_args={"timeout": timeout}, pool_size=2)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def insert_ignoring_conflicts(conn: Connection | Engine, table: Table) -> Insert:
+    """INSERT ... ON CONFLICT DO NOTHING in the database's dialect.
+
+    The dialect's module is imported on first use: the PostgreSQL one is 2 MB of a SQLite
+    daemon's memory that it never needs (bench/memory.py).
+    """
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing()
 
 
 def _create_private_file(path: Path) -> None:
@@ -85,13 +110,14 @@ def upgrade_database(url: str) -> tuple[str | None, str]:
         engine.dispose()
 
 
-def open_database(url: str) -> Engine:
+def open_database(url: str, timeout: float = BUSY_TIMEOUT) -> Engine:
     """An engine whose schema is at the head: SQLite is upgraded, PostgreSQL only checked.
+    ``timeout`` as for :func:`create_engine` (the daemon's database deadline).
 
     Raises:
         migrations.runner.SchemaError: PostgreSQL (or a newer SQLite) is not at this version's head.
     """
-    engine = create_engine(url)
+    engine = create_engine(url, timeout)
     if is_sqlite(url):
         before, after = upgrade_to_head(engine)
         if before != after:

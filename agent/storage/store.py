@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, Insert, insert, select, tuple_
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, Insert, delete, insert, select, tuple_
 
 from agent.collect.runner import CollectorRun, Round
 from agent.storage import raw
+from agent.storage.db import insert_ignoring_conflicts
 from collectors.base import Sample
 from migrations.schema import collector_runs, samples, series
 
@@ -46,17 +46,51 @@ class Store:
         # label_key() -> canonical JSON: the same few hundred label sets come back every tick.
         self._label_json: dict[tuple[tuple[str, str], ...], str] = {}
 
-    def write_round(self, round_: Round) -> int:
-        """Store every sample and collector run of ``round_`` in one transaction; returns rows."""
-        keyed = [(c, s, (s.metric, self._json(s))) for c, s in round_.tagged_samples()]
+    def write_round(self, round_: Round, timeout: float | None = None) -> int:
+        """Store every sample and collector run of ``round_`` in one transaction; returns rows.
+        ``timeout``: PostgreSQL cancels the transaction's statements after that many seconds."""
+        return self.write_rounds([round_], timeout=timeout)
+
+    def write_rounds(
+        self, rounds: Sequence[Round], replay: bool = False, timeout: float | None = None
+    ) -> int:
+        """Store ``rounds`` in one transaction; returns the sample rows written.
+
+        ``replay``: the rounds come from the spool and may have been stored already (a write
+        that timed out on our side but committed on the database's, a forward cut short by a
+        crash): samples already there are kept, the rounds' collector runs are replaced, so
+        forwarding twice neither fails nor doubles anything.
+        """
+        written = 0
+        created: dict[SeriesKey, int] = {}
         with self.engine.begin() as conn:
-            new_ids = self._create_series(conn, keyed)
-            rows = self._sample_rows(keyed, new_ids)
-            if rows:
-                conn.execute(insert(samples), rows)
-            conn.execute(insert(collector_runs), [self._run_row(r) for r in round_.runs])
+            if timeout is not None and conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(timeout * 1000))}")
+            for round_ in rounds:
+                written += self._write(conn, round_, replay, created)
         # Only now are the new ids durable: a rolled-back insert must not poison the cache.
-        self._series_ids.update(new_ids)
+        self._series_ids.update(created)
+        return written
+
+    def _write(
+        self, conn: Connection, round_: Round, replay: bool, created: dict[SeriesKey, int]
+    ) -> int:
+        keyed = [(c, s, (s.metric, self._json(s))) for c, s in round_.tagged_samples()]
+        new_ids = self._create_series(conn, keyed, created)
+        created.update(new_ids)
+        rows = self._sample_rows(keyed, created)
+        if rows:
+            statement = insert_ignoring_conflicts(conn, samples) if replay else insert(samples)
+            conn.execute(statement, rows)
+        if replay:
+            instants = sorted({r.ts for r in round_.runs})
+            conn.execute(
+                delete(collector_runs).where(
+                    collector_runs.c.host == self.host, collector_runs.c.ts.in_(instants)
+                )
+            )
+        if round_.runs:
+            conn.execute(insert(collector_runs), [self._run_row(r) for r in round_.runs])
         return len(rows)
 
     def _json(self, sample: Sample) -> str:
@@ -79,9 +113,16 @@ class Store:
             "error": run.error,
         }
 
-    def _create_series(self, conn: Connection, keyed: Sequence[Keyed]) -> dict[SeriesKey, int]:
-        """Ids of the series not yet cached, inserting those the database lacks."""
-        missing = {key: collector for collector, _, key in keyed if key not in self._series_ids}
+    def _create_series(
+        self, conn: Connection, keyed: Sequence[Keyed], known: Mapping[SeriesKey, int] = {}
+    ) -> dict[SeriesKey, int]:
+        """Ids of the series not yet cached (nor in ``known``), inserting those the database
+        lacks."""
+        missing = {
+            key: collector
+            for collector, _, key in keyed
+            if key not in self._series_ids and key not in known
+        }
         if not missing:
             return {}
         rows = [
@@ -96,8 +137,7 @@ class Store:
 
     def _insert_ignore(self) -> Insert:
         # Another daemon (PostgreSQL fleet) may create the same series at the same moment.
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        return dialect.insert(series).on_conflict_do_nothing()
+        return insert_ignoring_conflicts(self.engine, series)
 
     def _sample_rows(
         self, keyed: Sequence[Keyed], new_ids: Mapping[SeriesKey, int]

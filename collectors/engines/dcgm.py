@@ -30,6 +30,8 @@ FIELDS = {
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total": ("gpuwatch_gpu_energy_joules_total", 0.001),
 }
 FB_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
+# Every series map_samples reads (the scrape keeps only these families of a body).
+READS = (*FIELDS, *FB_PARTS)
 
 GpuKey = tuple[tuple[str, str], ...]
 

@@ -6,7 +6,7 @@ by name so each mapper touches the handful it needs, not every sample of a 100 K
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
@@ -21,17 +21,31 @@ class ExpositionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Exposition:
-    """Families by name. Counter families are named without ``_total`` by the parser."""
+    """Families by name. Counter families are named without ``_total`` by the parser.
+
+    ``families`` holds those a mapper may read (``keep``); ``all_names`` names every family of
+    the body, for engine detection and messages.
+    """
 
     families: Mapping[str, Metric]
+    all_names: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, text: str) -> Exposition:
+    def parse(cls, text: str, keep: Callable[[str], bool] | None = None) -> Exposition:
+        """``keep``: which families to hold on to; the others are dropped as they are parsed,
+        so two 150 KB bodies parsed at once do not hold every sample of both (vLLM exposes
+        a dozen histograms nobody maps: most of a body's samples)."""
+        families: dict[str, Metric] = {}
+        names: set[str] = set()
         try:
-            return cls({f.name: f for f in text_string_to_metric_families(text)})
+            for family in text_string_to_metric_families(text):
+                names.add(family.name)
+                if keep is None or keep(family.name):
+                    families[family.name] = family
         except (ValueError, IndexError, KeyError, TypeError) as exc:
             # prometheus_client raises ValueError mostly, but not only, on a broken line.
             raise ExpositionError(f"not Prometheus text format: {exc}") from exc
+        return cls(families, frozenset(names))
 
     def rows(self, sample_name: str) -> list[Row]:
         """(labels, value) of every sample named ``sample_name``; empty when absent."""
@@ -44,7 +58,7 @@ class Exposition:
         return bool(self.rows(sample_name))
 
     def names(self) -> Iterator[str]:
-        return iter(self.families)
+        return iter(self.all_names or self.families)
 
     def _family_of(self, sample_name: str) -> Metric | None:
         # A sample "x_total" lives in family "x" (counter) or "x_total" (untyped); histogram

@@ -24,6 +24,8 @@ RULES = (
 
 PROMPT = "llamacpp:prompt_tokens_total"
 CACHED = "llamacpp:prompt_tokens_cached_total"
+# Every series map_samples reads (the scrape keeps only these families of a body).
+READS = tuple(src for rule in RULES for src in rule.sources) + (PROMPT, CACHED)
 
 
 def detect(exposition: Exposition) -> bool:

@@ -55,17 +55,25 @@ def _totals_only(labels: Mapping[str, str]) -> bool:
     return labels.get("priority", "") == ""
 
 
+PROMPT = "sglang:prompt_tokens_total"
+CACHED = "sglang:cached_tokens_total"
+REQUESTS = "sglang:num_requests_total"
+ABORTED = "sglang:num_aborted_requests_total"
+# Every series map_samples reads (the scrape keeps only these families of a body).
+READS = tuple(src for rule in RULES for src in rule.sources) + (PROMPT, CACHED, REQUESTS, ABORTED)
+
+
 def _derived(mapper: Mapper) -> None:
     """Counters SGLang gives only as differences: computed prompt tokens, completed requests."""
-    prompt = mapper.counter_value(("sglang:prompt_tokens_total",))
-    cached = mapper.counter_value(("sglang:cached_tokens_total",))
+    prompt = mapper.counter_value((PROMPT,))
+    cached = mapper.counter_value((CACHED,))
     for model, value in prompt.items():
         if model in cached:  # both move together, when a request finishes
             mapper.emit(
                 "gpuwatch_engine_prompt_tokens_computed_total", value - cached[model], model
             )
-    total = mapper.counter_value(("sglang:num_requests_total",))
-    aborted = mapper.counter_value(("sglang:num_aborted_requests_total",))
+    total = mapper.counter_value((REQUESTS,))
+    aborted = mapper.counter_value((ABORTED,))
     for model, value in total.items():
         completed = value - aborted.get(model, 0.0)
         mapper.emit(

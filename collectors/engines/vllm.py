@@ -47,6 +47,9 @@ RULES = (
     Histogram("gpuwatch_engine_queue_time_seconds", ("vllm:request_queue_time_seconds",)),
 )
 
+# Every series map_samples reads (the scrape keeps only these families of a body).
+READS = tuple(src for rule in RULES for src in rule.sources)
+
 
 def detect(exposition: Exposition) -> bool:
     return any(name.startswith("vllm:") for name in exposition.names())

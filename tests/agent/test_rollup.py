@@ -3,13 +3,15 @@ from the watermark, and retention per host."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from sqlalchemy import Engine, delete, func, select
 
 from agent.storage.rollup import RollupResult
-from migrations.schema import collector_runs, rollup_state, samples, series
+from collectors.base import Sample
+from migrations.schema import collector_runs, rollup_carry, rollup_state, samples, series
 from tests.agent.rollup_helpers import (
     ENERGY,
     HOST,
@@ -252,3 +254,44 @@ def test_retention_trims_this_hosts_data_only(db: Engine) -> None:
     assert list(series_rows(db, USED, HOUR)) == [at(3600)]
     # The other host's daemon keeps its own data for as long as it decides.
     assert snapshot(db, "other") == other
+
+
+# -- what a run reads -----------------------------------------------------------------------
+
+
+@dataclass
+class Unreported:
+    """Series no report, cost signal or alert reads from the rollups: kept raw only."""
+
+    name: str = "scrape:extra"
+
+    def collect(self, now: datetime) -> list[Sample]:
+        labels = {"host": HOST, "target": "a", "engine": "vllm", "model": "llama"}
+        return [
+            Sample(metric="gpuwatch_engine_requests_running", value=3.0, labels=labels, ts=now),
+            Sample(metric=f"{QUEUE}_bucket", value=5.0, labels={**labels, "le": "+Inf"}, ts=now),
+            Sample(metric=f"{QUEUE}_created", value=1.0, labels=labels, ts=now),
+        ]
+
+
+QUEUE = "gpuwatch_engine_queue_time_seconds"
+
+
+def test_a_run_reads_and_carries_only_the_series_it_makes_rows_from(db: Engine) -> None:
+    # At 1 s ticks reading every series of a box each minute was a 15 MB peak that the
+    # daemon's allocator kept (bench/memory.py); the other series stay raw, unread.
+    _, gpu, scrape = two_targets(db)
+    box = Box(db, [gpu, scrape, Unreported()])
+    scrape.created = {"llama": 1000.0}
+    run_ticks(box, gpu, scrape, range(1, 13))
+
+    rollup(db).run(at(120))
+
+    carried = select(series.c.metric).join(rollup_carry, rollup_carry.c.series_id == series.c.id)
+    with db.connect() as conn:
+        metrics = set(conn.execute(carried).scalars())
+    assert {TOKENS, f"{TOKENS.removesuffix('_total')}_created", UTIL, ENERGY} <= metrics
+    assert not metrics & {"gpuwatch_engine_requests_running", f"{QUEUE}_bucket", f"{QUEUE}_created"}
+    # The same rows as without them (test_minute_rows_have_the_exact_usage_...).
+    rows = series_rows(db, TOKENS, model="llama")
+    assert [rows[T]["increase"], rows[at(60)]["increase"]] == [50.0, 60.0]

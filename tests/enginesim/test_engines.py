@@ -4,13 +4,17 @@ formatting and values against the traffic's truth."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 
-from agent.sim import render
+from agent.sim import VERSIONS, render
 from agent.sim.dcgm import dcgm_value
 from agent.sim.llamacpp import cpp_double
 from agent.sim.tgi import DURATION_BUCKETS, rust_float
+from collectors.engines import detect, read_by_a_mapper
+from collectors.engines.exposition import Exposition
+from collectors.engines.rules import Context
 from tests.enginesim.sim_helpers import assert_histogram, samples, traffic, value
 
 
@@ -162,3 +166,24 @@ def test_dcgm_formatting_and_values() -> None:
     )
     assert total == 81559
     assert dcgm_value(69.5) == "69.500000" and dcgm_value(31) == "31"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_families_a_scrape_drops_are_none_a_mapper_reads(version: str) -> None:
+    # A scrape keeps only the families of collectors.engines.READ_FAMILIES (memory: two vLLM
+    # bodies parsed at once held every sample of both). Every signal must come out the same.
+    engines = 1 if version == "vllm-0.6" else 2  # V0 has no data parallelism
+    t = traffic(models=("llama-8b", "qwen-7b"), engines=engines)
+    for engine in range(engines):
+        t.serve(12, engine=str(engine))
+    text = render(version, t)
+    context = Context("h1", "llm", "auto", "llama-8b", datetime(2026, 12, 2, tzinfo=UTC))
+    whole = Exposition.parse(text)
+    kept = Exposition.parse(text, keep=read_by_a_mapper)
+    engine = detect(whole)
+
+    assert engine is not None and detect(kept) is engine
+    assert set(kept.names()) == set(whole.names())
+    assert len(kept.families) < len(whole.families) or version in ("dcgm", "llamacpp")
+    assert engine.map_samples(kept, context) == engine.map_samples(whole, context)
+    assert engine.map_samples(kept, context)  # something to compare

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agent.reporting.formats import DAILY_FORMATS, FORMATS
 from agent.reporting.model import Report
 from agent.reporting.render.csv_format import render_csv
 from agent.reporting.render.html_format import render_html
@@ -25,9 +26,7 @@ RENDERERS: dict[str, Callable[[Report], str]] = {
     "markdown": render_markdown,
     "html": render_html,
 }
-FORMATS = tuple(RENDERERS)
-# The renderings that print the daily series (the others are built without them).
-DAILY_FORMATS = frozenset({"json", "csv", "html"})
+assert tuple(RENDERERS) == FORMATS, "agent/reporting/formats.py names every renderer"
 
 __all__ = [
     "DAILY_FORMATS",

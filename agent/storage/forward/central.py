@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
-from sqlalchemy.dialects.postgresql import insert
 
 from agent.storage.forward.streams import Ref, Row, Stream
 from migrations.schema import rollup_state
@@ -78,6 +77,9 @@ class Central:
         reports read hour rows up to the hour watermark and minute rows after it."""
         if not marks:
             return
+        # Imported here: a daemon without a central database never loads the dialect (2 MB).
+        from sqlalchemy.dialects.postgresql import insert
+
         rows = [{"host": host, "job": job, "watermark": at} for job, at in marks.items()]
         statement = insert(rollup_state).values(rows)
         self.conn.execute(
