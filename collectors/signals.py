@@ -111,6 +111,16 @@ HEALTH_SIGNALS = (
         "gpuwatch_fleet_leader",
         "1 while this daemon does the fleet's work (billing, budget alerts, digest), else 0.",
     ),
+    _g("gpuwatch_spool_bytes", "Compressed size of the rounds waiting in the spool, bytes."),
+    _g("gpuwatch_spool_rounds", "Rounds waiting in the spool for the database to take them."),
+    _g(
+        "gpuwatch_spool_oldest_age_seconds",
+        "Age of the oldest spooled round, seconds (0 when the spool is empty).",
+    ),
+    _c(
+        "gpuwatch_spool_dropped_rounds_total",
+        "Rounds dropped, oldest first, because the spool was full (spool.max_bytes).",
+    ),
 )
 
 SIGNALS: dict[str, Signal] = {

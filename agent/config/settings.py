@@ -27,6 +27,7 @@ from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.rates import Rate, parse_rates
 from agent.config.reader import Reader
 from agent.config.secret import Secret
+from agent.config.spool import SpoolConfig, parse_spool, state_directory
 from collectors.base import GpuwatchError
 from collectors.billing.registry import PROVIDERS
 
@@ -50,6 +51,15 @@ class ConfigError(GpuwatchError):
 class DaemonConfig:
     interval_seconds: float = 10.0
     metrics_listen: str = DEFAULT_LISTEN  # "" disables the endpoint
+    database_timeout_seconds: float | None = None  # None: derived from the interval
+
+    @property
+    def database_timeout(self) -> float:
+        """How long a tick waits for the database before it spools the round: half the
+        interval (1 s to 30 s) unless set, so a hung database costs no tick."""
+        if self.database_timeout_seconds is not None:
+            return self.database_timeout_seconds
+        return min(30.0, max(1.0, self.interval_seconds / 2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +178,7 @@ class Config:
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     digest: DigestConfig = field(default_factory=DigestConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
+    spool: SpoolConfig = field(default_factory=SpoolConfig)
     source: str = "built-in defaults"
 
     @property
@@ -186,14 +197,7 @@ def config_path(explicit: str | None, environ: Mapping[str, str]) -> Path | None
 
 def default_database_url(environ: Mapping[str, str]) -> str:
     """SQLite under the state directory: systemd's $STATE_DIRECTORY, else XDG's."""
-    if environ.get("STATE_DIRECTORY"):
-        # systemd may pass several colon-separated folders; the first is ours.
-        folder = Path(environ["STATE_DIRECTORY"].split(":")[0])
-    elif environ.get("XDG_STATE_HOME"):
-        folder = Path(environ["XDG_STATE_HOME"]) / "gpuwatch"
-    else:
-        folder = Path(environ.get("HOME", "/var/lib")) / ".local" / "state" / "gpuwatch"
-    return f"sqlite:///{folder / 'gpuwatch.db'}"
+    return f"sqlite:///{state_directory(environ) / 'gpuwatch.db'}"
 
 
 def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -241,11 +245,13 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "alerts",
             "digest",
             "fleet",
+            "spool",
         },
     )
+    database_url = _database_url(r, top)
     config = Config(
         host=r.string(top, "host", socket.gethostname()),
-        database_url=_database_url(r, top),
+        database_url=database_url,
         timezone=_timezone(r, top),
         daemon=_daemon(r, top),
         collectors=_collectors(r, top),
@@ -259,6 +265,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         alerts=parse_alerts(r, top),
         digest=parse_digest(r, top),
         fleet=parse_fleet(r, top),
+        spool=parse_spool(r, top, database_url),
         source=source,
     )
     if r.problems:
@@ -294,7 +301,7 @@ def _timezone(r: Reader, top: dict[str, Any]) -> str:
 
 
 def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
-    t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen"})
+    t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen", "database_timeout"})
     listen = r.string(t, "daemon.metrics_listen", DEFAULT_LISTEN)
     if listen and parse_listen(listen) is None:
         r.problem(
@@ -303,6 +310,11 @@ def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
     return DaemonConfig(
         interval_seconds=r.number(t, "daemon.interval_seconds", 10.0, positive=True),
         metrics_listen=listen,
+        database_timeout_seconds=(
+            r.duration(t, "daemon.database_timeout", 0.0)
+            if "daemon.database_timeout" in t
+            else None
+        ),
     )
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import sqlite3
+import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
@@ -22,17 +25,23 @@ from agent.cost.billing import BillingJob
 from agent.cost.budget import gather_budget
 from agent.cost.metering import rollup_for
 from agent.cost.signals import host_samples, hourly_prices
+from agent.daemon.deadline import Deadline, DeadlineExceeded
 from agent.daemon.fleet import FleetLink
 from agent.daemon.leader import Leadership, leadership_for
+from agent.daemon.outage import OutageLog, brief
 from agent.reporting.digest_job import DigestJob, Outcome
 from agent.storage.db import open_database
 from agent.storage.rollup import Rollup
+from agent.storage.spool import Spool, SpoolStats
 from agent.storage.store import Store
 from alerts.model import State
 from collectors.base import Collector, Sample
 from collectors.scrape import ScrapeCollector, TargetSpec
 
 log = logging.getLogger(__name__)
+
+DRAIN_BATCH = 50  # spooled rounds per transaction when forwarding (about 30 k rows at most)
+DRAIN_SECONDS = 20.0  # per drain run: a long outage's spool goes in steps, between ticks
 
 
 def build_collectors(config: Config) -> list[Collector]:
@@ -75,16 +84,23 @@ class App:
     leader: Leadership  # whether this daemon does the fleet's work (see agent.daemon.leader)
     digest: DigestJob | None  # None: no weekly digest ([digest] off, or no Slack)
     fleet: FleetLink  # the fleet's database (central when [fleet] forwards) and the forward
+    spool: Spool  # rounds the database could not take, until it can (agent.storage.spool)
     leading: bool = False  # as of the last check_leadership()
     started_at: datetime | None = None  # the first tick: "never collected" counts from here
     queued: int = 0  # notifications the last tick queued (the daemon delivers them at once)
-    _store_failing: bool = False
+    deadline: Deadline = field(default_factory=Deadline)
+    store_outage: OutageLog = field(
+        default_factory=lambda: OutageLog("storing rounds", log, then="spooling them")
+    )
+    spool_outage: OutageLog = field(
+        default_factory=lambda: OutageLog("spooling rounds", log, then="these rounds are lost")
+    )
     _alerts_failing: bool = False
 
     @classmethod
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
         """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
-        engine = open_database(config.database_url)
+        engine = open_database(config.database_url, config.daemon.database_timeout)
         fleet = FleetLink.open(config, engine)  # the fleet's work runs on fleet.engine
         chosen = build_collectors(config) if collectors is None else collectors
         placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
@@ -102,31 +118,67 @@ class App:
             leadership_for(fleet.engine, config.host),
             DigestJob.from_config(fleet.engine, config, config.digest),
             fleet,
+            Spool(config.spool.file(config.database_url, os.environ), config.spool.max_bytes),
         )
 
     def tick(self, now: datetime) -> Round:
-        """Collect once and store the round in one transaction.
+        """Collect once, store the round in one transaction and evaluate this host's rules.
 
-        A failed write is logged and the round still returned (and exposed): the database being
-        briefly unavailable must not blind /metrics, and the next tick writes again.
+        The database work has a deadline (``daemon.database_timeout``, kept on our side: see
+        agent.daemon.deadline). A round the database cannot take in time goes to the spool, and
+        the round is returned (and exposed) either way: an outage must not blind /metrics.
         """
         round_ = self.runner.run(now)
         samples = [s for _, s in round_.tagged_samples()]
         derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
         round_ = replace(round_, derived=round_.derived + tuple(derived))
+        self._store(round_, now)
+        exposed = self.alert_samples(now) + spool_samples(self.spool.stats(), self.config, now)
+        return replace(round_, derived=round_.derived + exposed)
+
+    def _store(self, round_: Round, now: datetime) -> None:
+        if not self.spool.empty:
+            # Behind the rounds already spooled: the database always holds a prefix of the
+            # box's history, so a rollup never closes a minute whose rounds are still spooled.
+            self._spool(round_)
+            return
         try:
-            self.store.write_round(round_)
-        except SQLAlchemyError as exc:
-            if not self._store_failing:  # once, not every tick while the database is away
-                log.error("storing rounds failed (retrying every tick): %s", _brief(exc))
-            self._store_failing = True
-        else:
-            if self._store_failing:
-                log.info("storing rounds recovered")
-            self._store_failing = False
-            self.queued = self.evaluate_alerts(round_, now)
-            round_ = replace(round_, derived=round_.derived + self.alert_samples(now))
-        return round_
+            self.queued = self.deadline.call(
+                lambda: self._write_and_evaluate(round_, now), self.config.daemon.database_timeout
+            )
+        except (SQLAlchemyError, DeadlineExceeded) as exc:
+            self.store_outage.failed(brief(exc))
+            self._spool(round_)
+            return
+        self.store_outage.ok()
+
+    def _write_and_evaluate(self, round_: Round, now: datetime) -> int:
+        self.store.write_round(round_, timeout=self.config.daemon.database_timeout)
+        return self.evaluate_alerts(round_, now)
+
+    def _spool(self, round_: Round) -> None:
+        try:
+            self.spool.append(round_)
+        except (OSError, sqlite3.Error) as exc:  # the spool's disk is full too: lost, said
+            self.spool_outage.failed(f"{self.spool.path}: {exc}")
+            return
+        self.spool_outage.ok()
+
+    def drain(self, budget_seconds: float = DRAIN_SECONDS) -> int:
+        """Forward spooled rounds to the database, oldest first, a batch per transaction, for
+        at most ``budget_seconds``; returns how many were forwarded. A batch is removed from
+        the spool only after its commit, and a replayed round changes nothing already stored,
+        so a crash at any point neither loses nor doubles a sample. Raises SQLAlchemyError
+        while the database is still away (the spool stays as it was)."""
+        started, sent = time.monotonic(), 0
+        while time.monotonic() - started < budget_seconds:
+            batch = self.spool.oldest(DRAIN_BATCH)
+            if not batch:
+                break
+            self.store.write_rounds([r for _, r in batch], replay=True)
+            self.spool.remove([seq for seq, _ in batch])
+            sent += len(batch)
+        return sent
 
     def alert_samples(self, now: datetime) -> tuple[Sample, ...]:
         """``gpuwatch_alerts{rule, state}``: this host's pending and firing alerts, for
@@ -154,7 +206,7 @@ class App:
             _, plan = self.alerting.evaluate(found, evaluated, now)
         except SQLAlchemyError as exc:
             if not self._alerts_failing:
-                log.error("evaluating alerts failed (retrying every tick): %s", _brief(exc))
+                log.error("evaluating alerts failed (retrying every tick): %s", brief(exc))
             self._alerts_failing = True
             return 0
         if self._alerts_failing:
@@ -172,8 +224,10 @@ class App:
 
     def roll_up(self, now: datetime) -> list[Sample]:
         """Roll up what is complete, forward it to the central database ([fleet]), then this
-        host's cost signals from its own rollups and the fleet-wide ones the leader stores."""
-        self.rollup.run(now)
+        host's cost signals from its own rollups and the fleet-wide ones the leader stores.
+        Nothing from the oldest spooled round on is complete: its minute waits for the spool."""
+        oldest = self.spool.stats().oldest
+        self.rollup.run(now if oldest is None else min(now, oldest))
         forwarded = self.fleet.forward(now)
         if self.leading:
             self.queued = self.evaluate_fleet_alerts(now)
@@ -202,12 +256,14 @@ class App:
             found, evaluated = budget_conditions(rules, inputs)
             _, plan = self.fleet_alerting.evaluate(found, evaluated, now)
         except SQLAlchemyError as exc:
-            log.error("evaluating budget alerts failed (retrying next minute): %s", _brief(exc))
+            log.error("evaluating budget alerts failed (retrying next minute): %s", brief(exc))
             return 0
         return len(plan.notifications)
 
     def close(self) -> None:
         """Release the collectors (NVML session, HTTP clients), the workers and the database."""
+        self.deadline.close()
+        self.spool.close()
         self.runner.close()
         self.billing.close()
         self.leader.close()
@@ -219,7 +275,14 @@ class App:
         self.engine.dispose()
 
 
-def _brief(exc: SQLAlchemyError) -> str:
-    # SQLAlchemy's str() appends the full SQL and parameters; the first line is the cause.
-    cause = getattr(exc, "orig", None) or exc
-    return (str(cause).splitlines() or [type(cause).__name__])[0]
+def spool_samples(stats: SpoolStats, config: Config, now: datetime) -> tuple[Sample, ...]:
+    """The spool on /metrics (exposed every tick, never stored)."""
+    labels = {"host": config.host}
+    age = 0.0 if stats.oldest is None else max(0.0, (now - stats.oldest).total_seconds())
+    values = {
+        "gpuwatch_spool_bytes": float(stats.bytes),
+        "gpuwatch_spool_rounds": float(stats.rounds),
+        "gpuwatch_spool_oldest_age_seconds": age,
+        "gpuwatch_spool_dropped_rounds_total": float(stats.dropped),
+    }
+    return tuple(Sample(metric=m, value=v, labels=labels, ts=now) for m, v in values.items())

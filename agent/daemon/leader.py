@@ -20,6 +20,8 @@ from typing import Protocol
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from agent.daemon.outage import OutageLog, brief
+
 log = logging.getLogger(__name__)
 
 # pg_try_advisory_lock takes a bigint; this one is "gpuwatch" in ASCII, so it will not collide
@@ -54,6 +56,8 @@ class AdvisoryLockLeader:
         self._host = host
         self._key = key
         self._conn: Connection | None = None
+        # Asked every few seconds: while the database is away, a line a minute is enough.
+        self._outage = OutageLog("asking for the fleet lock", log, then="not leading meanwhile")
 
     def held(self) -> bool:
         if self._conn is not None:
@@ -74,7 +78,7 @@ class AdvisoryLockLeader:
         try:
             conn = self._engine.connect()
         except SQLAlchemyError as exc:
-            log.warning("cannot reach the database to ask for the fleet lock: %s", exc)
+            self._outage.failed(brief(exc))
             return False
         try:
             got = bool(
@@ -82,9 +86,10 @@ class AdvisoryLockLeader:
             )
             conn.commit()  # the lock is the session's; no transaction stays open for it
         except SQLAlchemyError as exc:
-            log.warning("asking for the fleet lock failed: %s", exc)
+            self._outage.failed(brief(exc))
             conn.close()
             return False
+        self._outage.ok()
         if not got:
             conn.close()
             return False

@@ -14,33 +14,39 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import start_http_server
 from prometheus_client.process_collector import ProcessCollector
+from sqlalchemy.exc import SQLAlchemyError
 
 from agent.collect.clock import Clock, utc_now
 from agent.config.settings import Config, load_config, parse_listen
-from agent.daemon.app import App
+from agent.daemon.app import App, brief
 from agent.daemon.exposition import LatestRoundCollector, make_registry
 from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.malloc import limit_arenas, trim
 from agent.daemon.missed import MissedTicks
+from agent.daemon.outage import OutageLog
 from agent.daemon.sdnotify import SdNotifier
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
 from collectors.base import GpuwatchError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 JOB_ID = "collect"
 ROLLUP_SECONDS = 60  # rollups and cost signals: minute buckets complete once a minute
 BILLING_SECONDS = 3600  # provider APIs: hourly is within every documented rate limit
 DELIVER_JOB = "deliver"
 DELIVER_SECONDS = 5  # retries come due between ticks; fresh notifications wake the job at once
+DRAIN_EVERY = 5  # seconds between looks at the spool (forwarding it is agent.daemon.app's)
 
 
 class ListenError(GpuwatchError):
@@ -98,6 +104,10 @@ class Daemon:
     _reload: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _tick_started: float | None = None  # monotonic start of the running tick, None when idle
+    _outages: dict[str, OutageLog] = field(default_factory=dict)
+    drain_outage: OutageLog = field(
+        default_factory=lambda: OutageLog("forwarding the spool", log, then="it stays spooled")
+    )
 
     def __post_init__(self) -> None:
         limit_arenas()  # before any thread allocates (see agent.daemon.malloc)
@@ -133,20 +143,33 @@ class Daemon:
 
     def deliver(self) -> None:
         """Send queued notifications; a failed send is recorded in the outbox, not raised."""
-        try:
-            self.app.deliver(self.clock())
-        except Exception:
-            log.exception("delivering notifications failed; the outbox keeps them")
+        self._guarded("delivering notifications", "the outbox keeps them",
+                      lambda: self.app.deliver(self.clock()))  # fmt: skip
 
     def roll_up(self) -> None:
         """The minute job: rollups, retention, then the cost signals on /metrics."""
-        try:
-            self.latest.update_cost(self.app.roll_up(self.clock()))
-        except Exception:
-            log.exception("rollup failed; it resumes from its watermark next minute")
+        cost = self._guarded("the rollup", "it resumes from its watermark next minute",
+                             lambda: self.app.roll_up(self.clock()))  # fmt: skip
+        if cost is not None:
+            self.latest.update_cost(cost)
         trim()  # the minute's garbage (rollup reads, a minute of rounds) back to the kernel
         if self.app.queued and self.scheduler.running:
             self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
+
+    def drain(self) -> None:
+        """Forward the spool while the database takes it: a job of its own, never the tick's
+        time. A failure is logged as an outage (once, then once a minute), not per run."""
+        if self.app.spool.empty:
+            return
+        try:
+            sent = self.app.drain()
+        except SQLAlchemyError as exc:
+            self.drain_outage.failed(brief(exc))
+            return
+        self.drain_outage.ok()
+        stats = self.app.spool.stats()
+        if sent:
+            log.info("forwarded %d spooled round(s); %d left", sent, stats.rounds)
 
     def bill(self) -> None:
         """The hourly job: provider APIs; each failing provider is logged and stores nothing.
@@ -157,10 +180,24 @@ class Daemon:
     def send_digest(self) -> None:
         """The weekly digest when due (checked every few minutes and at start, so a week
         missed while the daemon was down goes out within its grace period)."""
+        self._guarded("the weekly digest", "it is retried while the week is due",
+                      lambda: self.app.send_digest(self.clock()))  # fmt: skip
+
+    def _guarded(self, what: str, then: str, work: Callable[[], T]) -> T | None:
+        """``work()``, never raising. A database that is away is an expected failure: one line
+        when it starts, one a minute, one when it ends (agent.daemon.outage), no traceback.
+        Anything else is a bug, logged with its traceback every time."""
+        outage = self._outages.setdefault(what, OutageLog(what, log, then=then))
         try:
-            self.app.send_digest(self.clock())
+            result = work()
+        except SQLAlchemyError as exc:
+            outage.failed(brief(exc))
+            return None
         except Exception:
-            log.exception("the weekly digest failed; it is retried while the week is due")
+            log.exception("%s failed; %s", what, then)
+            return None
+        outage.ok()
+        return result
 
     def lead(self) -> None:
         """Take or keep the fleet lead (see agent.daemon.leader); never raises."""
@@ -203,6 +240,10 @@ class Daemon:
         self.scheduler.add_job(
             self.roll_up, "interval", seconds=ROLLUP_SECONDS, id="rollup", max_instances=1,
             coalesce=True, misfire_grace_time=ROLLUP_SECONDS, next_run_time=utc_now(),
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.drain, "interval", seconds=DRAIN_EVERY, id="drain", max_instances=1,
+            coalesce=True, misfire_grace_time=DRAIN_EVERY, next_run_time=utc_now(),
         )  # fmt: skip
         self.scheduler.add_job(
             self.deliver, "interval", seconds=DELIVER_SECONDS, id=DELIVER_JOB, max_instances=1,

@@ -123,27 +123,3 @@ def test_two_daemons_share_series_rows_without_conflict(db_url: str) -> None:
     assert len(first.samples("gpuwatch_gpu_temperature_celsius")) == 2
     first.engine.dispose()
     second.engine.dispose()
-
-
-def test_a_database_outage_keeps_ticking_logs_once_and_recovers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    from agent.config.settings import load_config
-    from agent.daemon.app import App
-    from migrations.schema import samples as samples_table
-
-    config = load_config(None, {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gw.db'}"})
-    app = App.open(config, collectors=[Scripted("nvml", {"gpuwatch_gpu_power_watts": 99.0})])
-    with app.engine.begin() as conn:
-        conn.execute(text("DROP TABLE samples"))  # the store breaks under the daemon
-    with caplog.at_level("INFO", logger="agent.daemon.app"):
-        rounds = [app.tick(T0 + timedelta(seconds=10 * i)) for i in range(3)]
-        samples_table.create(app.engine)
-        app.tick(T0 + timedelta(seconds=30))
-    assert all(r.runs[0].samples for r in rounds)  # collection (and /metrics) went on
-    messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 2
-    assert messages[0].startswith("storing rounds failed (retrying every tick): no such table")
-    assert messages[1] == "storing rounds recovered"
-    assert [r.value for r in app.store.samples("gpuwatch_gpu_power_watts")] == [99.0]
-    app.close()
