@@ -9,6 +9,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
 from agent import __version__
 from agent.cli import alerts as alerts_cli
 from agent.cli import breakeven as breakeven_cli
@@ -120,6 +123,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SchemaError, GpuwatchError) as exc:
         print(f"gpuwatch: {exc}", file=sys.stderr)
         return 1
+    except OperationalError as exc:  # the database is away: a fact to report, not a bug
+        print(f"gpuwatch: {_unreachable(args, exc)}", file=sys.stderr)
+        return 1
+
+
+def _unreachable(args: argparse.Namespace, exc: OperationalError) -> str:
+    """One line naming the setting, the database (password hidden) and the cause."""
+    config = load_config(getattr(args, "config", None))
+    key = "GPUWATCH_DATABASE_URL" if os.environ.get("GPUWATCH_DATABASE_URL") else "database_url"
+    url = make_url(config.database_url)
+    where = f"{url.host or 'localhost'}:{url.port or 5432}" if url.host else str(url.database)
+    cause = (str(getattr(exc, "orig", None) or exc).splitlines() or ["unknown error"])[0]
+    shown = url.render_as_string(hide_password=True)
+    return f"{key} ({shown}): cannot reach the database at {where}: {cause}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:

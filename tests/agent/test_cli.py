@@ -152,3 +152,30 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert out.startswith(f"usage: gpuwatch {' '.join(command)}")
     assert "--config" in out or "ACTION" in out
+
+
+@pytest.mark.parametrize("from_env", [True, False])
+def test_an_unreachable_database_at_start_is_one_line_without_the_password(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    from_env: bool,
+) -> None:
+    url = "postgresql+psycopg://gw:s3cret@127.0.0.1:1/gw"  # nothing listens on port 1
+    config = tmp_path / "gpuwatch.toml"
+    if from_env:
+        monkeypatch.setenv("GPUWATCH_DATABASE_URL", url)
+        config.write_text("")
+    else:
+        monkeypatch.delenv("GPUWATCH_DATABASE_URL", raising=False)
+        config.write_text(f'database_url_file = "{tmp_path / "url"}"\n')
+        (tmp_path / "url").write_text(url)
+
+    code = main(["run", "--config", str(config)])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("\n") == 1 and "Traceback" not in err and "s3cret" not in err
+    key = "GPUWATCH_DATABASE_URL" if from_env else "database_url"
+    assert err.startswith(f"gpuwatch: {key} (postgresql+psycopg://gw:***@127.0.0.1:1/gw): ")
+    assert "cannot reach the database at 127.0.0.1:1: " in err
