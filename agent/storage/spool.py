@@ -90,6 +90,13 @@ class Spool:
             with conn:
                 conn.executemany("DELETE FROM rounds WHERE seq = ?", [(s,) for s in seqs])
             self._recount(conn)
+            if self._rounds == 0:
+                # Empty: the file goes, and with it its connection and page cache, which a
+                # daemon that spools once in a while would otherwise keep for good.
+                conn.close()
+                self._conn = None
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def stats(self) -> SpoolStats:
         with self._lock:

@@ -124,6 +124,7 @@ def test_an_outage_spools_the_rounds_and_the_drain_stores_them_once(
     assert messages[0].endswith("; spooling them")
     assert messages[1].startswith("storing rounds recovered after")
     assert app.spool.stats().rounds == 0
+    assert not app.spool.path.exists()  # an empty spool leaves no file (nor its page cache)
 
 
 def test_a_drain_cut_short_after_its_commit_is_replayed_without_doubling(app: App) -> None:
