@@ -1,12 +1,14 @@
-"""`gpuwatch run`: the collection tick on APScheduler 3.x, /metrics, and signal handling.
+"""`gpuwatch run`: the collection tick, the background jobs on APScheduler 3.x, /metrics, signals.
 
-- A tick every ``daemon.interval_seconds``; one at a time, and missed runs coalesced, because a
-  slow tick must not pile up behind itself on a busy GPU box.
+- A tick every ``daemon.interval_seconds`` on the monotonic clock (agent.daemon.ticker: a wall
+  clock step neither stops nor bunches ticks); one at a time, a tick's overrun skipping the
+  slots it covered (counted), because a slow tick must not pile up behind itself.
+- The minute rollup, delivery, the spool's drain, billing and the digest on APScheduler.
 - SIGTERM/SIGINT: the running tick finishes, the database is flushed, exit 0 (well within 5 s).
 - SIGHUP: the config is re-read; an invalid one is logged and the old one kept.
-- systemd: READY=1 once serving; WATCHDOG=1 from the main loop while no tick is stuck, so a
-  tick hung in the driver (it happens with NVML) gets the service restarted by WatchdogSec.
-"""
+- systemd: READY=1 once serving; WATCHDOG=1 from the main loop while ticks happen and none is
+  stuck, so a tick hung in the driver (it happens with NVML) or ticks that stopped get the
+  service restarted by WatchdogSec."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from types import FrameType
 from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import start_http_server
 from prometheus_client.process_collector import ProcessCollector
@@ -35,13 +36,13 @@ from agent.daemon.malloc import limit_arenas, trim
 from agent.daemon.missed import MissedTicks
 from agent.daemon.outage import OutageLog
 from agent.daemon.sdnotify import SdNotifier
+from agent.daemon.ticker import Ticker
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
 from collectors.base import GpuwatchError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-JOB_ID = "collect"
 ROLLUP_SECONDS = 60  # rollups and cost signals: minute buckets complete once a minute
 BILLING_SECONDS = 3600  # provider APIs: hourly is within every documented rate limit
 DELIVER_JOB = "deliver"
@@ -119,7 +120,7 @@ class Daemon:
         self.missed = MissedTicks()
         # A counter from 0 at start, so rate() and alerts see the first miss as an increase.
         self.latest.update_daemon([self.missed.sample(self.config.host, utc_now())])
-        self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
+        self.ticker = Ticker(self.config.daemon.interval_seconds, self.tick, self.skipped)
 
     def tick(self) -> None:
         """One scheduled tick; never raises (APScheduler would only log it anyway)."""
@@ -136,10 +137,10 @@ class Daemon:
             if self.app.queued and self.scheduler.running:
                 self.scheduler.modify_job(DELIVER_JOB, next_run_time=utc_now())
 
-    def _skipped(self, event: JobSubmissionEvent) -> None:
-        if event.job_id == JOB_ID:
-            self.missed.missed(max(1, len(event.scheduled_run_times)))
-            self.latest.update_daemon([self.missed.sample(self.config.host, utc_now())])
+    def skipped(self, count: int) -> None:
+        """The ticker skipped ``count`` ticks: the previous one ran over their slots."""
+        self.missed.missed(count)
+        self.latest.update_daemon([self.missed.sample(self.config.host, utc_now())])
 
     def deliver(self) -> None:
         """Send queued notifications; a failed send is recorded in the outbox, not raised."""
@@ -206,6 +207,14 @@ class Daemon:
         except Exception:
             log.exception("checking the fleet lead failed")
 
+    def ticking(self, now_monotonic: float) -> bool:
+        """Whether ticks really happen: one started lately and none is stuck. The watchdog
+        pings only then, so systemd restarts a daemon whose ticks stopped, however."""
+        started = self.ticker.last_started
+        limit = max(60.0, 3 * self.config.daemon.interval_seconds)
+        recent = started is not None and now_monotonic - started <= limit
+        return recent and not self.tick_stuck(now_monotonic)
+
     def tick_stuck(self, now_monotonic: float) -> bool:
         """True when the running tick has taken far longer than any healthy one could."""
         started = self._tick_started
@@ -222,16 +231,6 @@ class Daemon:
             raise
         self._install_signals()
         interval = self.config.daemon.interval_seconds
-        self.scheduler.add_job(
-            self.tick,
-            "interval",
-            seconds=interval,
-            id=JOB_ID,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=max(1, int(interval)),
-            next_run_time=utc_now(),  # the scheduler runs on real time, whatever self.clock is
-        )
         self.lead()  # before the first rollup, so a sole daemon does the fleet work at once
         self.scheduler.add_job(
             self.lead, "interval", seconds=CHECK_SECONDS, id="lead", max_instances=1,
@@ -259,6 +258,7 @@ class Daemon:
             coalesce=True, misfire_grace_time=BILLING_SECONDS, next_run_time=utc_now(),
         )  # fmt: skip
         self.scheduler.start()
+        self.ticker.start()
         self.notifier.ready()
         log.info(
             "gpuwatch started: host %s, %d collector(s), every %gs, config from %s",
@@ -273,7 +273,7 @@ class Daemon:
             self._stop.wait(timeout=1.0)
             now = time.monotonic()
             due = ping_every is not None and now - last_ping >= ping_every
-            if due and not self.tick_stuck(now):
+            if due and self.ticking(now):
                 self.notifier.watchdog()
                 last_ping = now
             if self._reload.is_set():
@@ -287,6 +287,7 @@ class Daemon:
     def shutdown(self) -> int:
         self.notifier.stopping()
         # wait=True lets a running tick finish and commit its transaction before we exit.
+        self.ticker.stop()
         self.scheduler.shutdown(wait=True)
         self.metrics.stop()
         self.app.close()
@@ -334,8 +335,7 @@ class Daemon:
         self.metrics = new
 
     def _apply_interval(self, interval: float) -> None:
-        if self.scheduler.running:
-            self.scheduler.reschedule_job(JOB_ID, trigger="interval", seconds=interval)
+        self.ticker.interval = interval  # from the next tick on
 
     def _install_signals(self) -> None:
         def on_stop(signum: int, _frame: FrameType | None) -> None:

@@ -148,6 +148,22 @@ def test_a_tick_stuck_in_the_driver_stops_the_watchdog_pings(tmp_path: Path) -> 
     daemon._tick_started = 1000.0
     assert daemon.tick_stuck(1059.0) is False  # slow, but within max(60 s, 3 intervals)
     assert daemon.tick_stuck(1061.0) is True
+    assert daemon.ticking(1061.0) is False
+    daemon.app.close()
+
+
+def test_ticks_that_stop_happening_stop_the_watchdog_pings(tmp_path: Path) -> None:
+    # A stalled ticker (whatever the cause) must get the service restarted by WatchdogSec.
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text(
+        f'database_url = "sqlite:///{tmp_path / "gw.db"}"\n[daemon]\ninterval_seconds = 10\n'
+        'metrics_listen = ""\n[collectors.nvml]\nenabled = false\n'
+    )
+    daemon = Daemon(str(path), load_config(str(path)))
+    assert daemon.ticking(1000.0) is False  # no tick yet
+    daemon.ticker.last_started = 1000.0  # a tick started and finished
+    assert daemon.ticking(1050.0) is True
+    assert daemon.ticking(1061.0) is False  # none for max(60 s, 3 intervals)
     daemon.app.close()
 
 
