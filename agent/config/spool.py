@@ -4,9 +4,9 @@
     max_bytes = 268435456                  # 256 MiB of compressed rounds; the oldest go first
     path = "/var/lib/gpuwatch/spool.db"    # default: beside the SQLite file, or the state directory
 
-A typical box (8 GPUs, 2 vLLM targets, 613 samples a round at 10 s) spools about 2 MB of
-compressed rounds an hour (bench/spool.py), so the default holds several days; a box at 1 s
-ticks still has more than 24 hours (see :mod:`agent.storage.spool`).
+A typical box (8 GPUs, 2 vLLM targets, 619 samples a round) spools about 4.3 KB of compressed
+rounds per tick (bench/spool.py): 1.5 MB an hour at the default 10 s, so the default holds
+about a week; at 1 s ticks, 15 MB an hour and about 17 hours (raise it for such a box).
 """
 
 from __future__ import annotations
