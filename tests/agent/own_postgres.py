@@ -100,15 +100,26 @@ class OwnPostgres:
         if not pid_file.exists():
             return []
         postmaster = int(pid_file.read_text().split()[0])
-        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True,
-                                  text=True, check=False).stdout.split()  # fmt: skip
-        return [postmaster, *map(int, children)]
+        return [postmaster, *_children(postmaster)]
 
     def _as_pg(self, tool: str, *args: str) -> None:
         command = [str(self.bin / tool), *args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent``, from /proc (no procps on a minimal box)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
