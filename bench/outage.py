@@ -11,7 +11,8 @@ a user asks: `gpuwatch report --from --to --format json` over the whole minutes 
 Printed: rounds stored during the outage against the ticks expected, the largest gap between
 stored ticks, duplicates, how long the spool took to forward, and the report's GPU hours and
 metered cost over the outage against the truth (8 GPUs x the window). Baseline in the same
-run: the same report over a window of the same length before the outage, when nothing failed.
+run: the same report over the whole minutes stored before the outage (up to its length), when
+nothing failed; the report rounds GPU hours to 0.01 h and money to the cent.
 Target (issue 12): the outage's GPU time and cost within 1 % of the truth, nothing doubled.
 """
 
@@ -72,6 +73,7 @@ def run(work: Path, server: OwnPostgres, args: argparse.Namespace) -> int:
     daemon = start_daemon(config, work, port, env)
     try:
         daemon.wait_for_metric("gpuwatch_gpu_utilization_ratio", timeout=60)
+        started = datetime.now(UTC)
         time.sleep(args.before_minutes * 60)
         down = datetime.now(UTC)
         server.stop()
@@ -85,8 +87,9 @@ def run(work: Path, server: OwnPostgres, args: argparse.Namespace) -> int:
         # The rollup closes a minute 2 minutes after its end, once a minute.
         time.sleep(240)
         window = (minute_after(down), minute_before(up))
-        before = (window[0] - (window[1] - window[0]) - timedelta(minutes=1),
-                  window[0] - timedelta(minutes=1))  # fmt: skip
+        # The whole minutes the daemon stored before the outage, at most as long as it.
+        before = (max(minute_after(started), minute_before(down) - (window[1] - window[0])),
+                  minute_before(down))  # fmt: skip
         outage = report(config, env, *window)
         baseline = report(config, env, *before)
     finally:
