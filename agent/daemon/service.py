@@ -167,6 +167,9 @@ class Daemon:
         except SQLAlchemyError as exc:
             self.drain_outage.failed(brief(exc))
             return
+        except Exception:  # a bug, or a reload closing the spool mid-run: the next run retries
+            log.exception("forwarding the spool failed; it stays spooled")
+            return
         self.drain_outage.ok()
         stats = self.app.spool.stats()
         if sent:
@@ -307,6 +310,7 @@ class Daemon:
         with self._lock:
             old_app, self.app, self.config = self.app, new_app, new
         old_app.close()  # gives the fleet lead away; the new App asks for it again now
+        new_app.spool.refresh()  # the old App may have spooled rounds since the new one opened
         self.lead()
         self._apply_listen(new.daemon.metrics_listen)
         self._apply_interval(new.daemon.interval_seconds)

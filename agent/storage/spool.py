@@ -98,6 +98,13 @@ class Spool:
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
+    def refresh(self) -> None:
+        """Recount from the file: another Spool on it (the App a reload replaced) may have
+        appended since this one opened it."""
+        with self._lock:
+            if self._conn is not None or self.path.exists():
+                self._recount(self._open())
+
     def stats(self) -> SpoolStats:
         with self._lock:
             return SpoolStats(self._bytes, self._rounds, self._oldest, self._dropped)

@@ -238,3 +238,16 @@ def test_spool_and_deadline_settings_are_checked(tmp_path: Path) -> None:
     assert load_config(str(config), {}).daemon.database_timeout == 3.0
     config.write_text("[daemon]\ninterval_seconds = 10\n")
     assert load_config(str(config), {}).daemon.database_timeout == 5.0
+
+
+def test_a_second_spool_on_the_file_sees_what_the_first_appended(tmp_path: Path) -> None:
+    # A reload opens the new App's spool while the old App may still spool a round.
+    new = Spool(tmp_path / "spool.db", max_bytes=10**6)
+    old = Spool(tmp_path / "spool.db", max_bytes=10**6)
+    old.append(round_at(0))
+    old.close()
+    assert new.empty
+
+    new.refresh()
+
+    assert not new.empty and [r.ts for _, r in new.oldest(5)] == [T0]
