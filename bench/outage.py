@@ -45,6 +45,10 @@ def main() -> int:
     parser.add_argument("--outage-minutes", type=float, default=10.0)
     parser.add_argument("--before-minutes", type=float, default=3.0)
     parser.add_argument("--interval", type=float, default=2.0)
+    parser.add_argument(
+        "--mode", choices=("stop", "pause"), default="stop",
+        help="stop the server (pg_ctl stop -m fast) or pause it (SIGSTOP every process)",
+    )  # fmt: skip
     args = parser.parse_args()
     server = OwnPostgres.create()
     try:
@@ -76,12 +80,15 @@ def run(work: Path, server: OwnPostgres, args: argparse.Namespace) -> int:
         started = datetime.now(UTC)
         time.sleep(args.before_minutes * 60)
         down = datetime.now(UTC)
-        server.stop()
-        print(f"{down:%H:%M:%S} PostgreSQL stopped for {args.outage_minutes:g} min", flush=True)
-        time.sleep(args.outage_minutes * 60)
-        server.start()
+        server.stop() if args.mode == "stop" else server.pause()
+        print(f"{down:%H:%M:%S} PostgreSQL: {args.mode} for {args.outage_minutes:g} min",
+              flush=True)  # fmt: skip
+        changes = watch(daemon, args.outage_minutes * 60)
+        server.start() if args.mode == "stop" else server.resume()
         up = datetime.now(UTC)
-        print(f"{up:%H:%M:%S} PostgreSQL started again", flush=True)
+        print(f"{up:%H:%M:%S} PostgreSQL back", flush=True)
+        print(f"/metrics during the outage: {changes[0]} reads, the spooled count changed "
+              f"{changes[1]} times, slowest answer {changes[2] * 1000:.0f} ms")  # fmt: skip
         drained = wait_until(lambda: spool_rounds(daemon) == 0, timeout=600, step=1.0)
         forwarded_in = (datetime.now(UTC) - up).total_seconds()
         # The rollup closes a minute 2 minutes after its end, once a minute.
@@ -90,6 +97,8 @@ def run(work: Path, server: OwnPostgres, args: argparse.Namespace) -> int:
         # The whole minutes the daemon stored before the outage, at most as long as it.
         before = (max(minute_after(started), minute_before(down) - (window[1] - window[0])),
                   minute_before(down))  # fmt: skip
+        if window[1] <= window[0]:
+            raise SystemExit("the outage spans no whole minute: make it longer")
         outage = report(config, env, *window)
         baseline = report(config, env, *before)
     finally:
@@ -123,6 +132,19 @@ def spool_rounds(daemon: RunningDaemon) -> bool | float:
             if sample.name == "gpuwatch_spool_rounds":
                 return float(sample.value)
     return -1.0
+
+
+def watch(daemon: RunningDaemon, seconds: float) -> tuple[int, int, float]:
+    """Read /metrics every second: (reads, times the spooled count changed, slowest read)."""
+    reads, changed, slowest, last = 0, 0, 0.0, None
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.monotonic()
+        value = spool_rounds(daemon)
+        slowest = max(slowest, time.monotonic() - started)
+        reads, changed, last = reads + 1, changed + (value != last), value
+        time.sleep(1.0)
+    return reads, changed, slowest
 
 
 def minute_after(at: datetime) -> datetime:
