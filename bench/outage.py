@@ -100,7 +100,7 @@ def run(work: Path, server: OwnPostgres, args: argparse.Namespace) -> int:
         if window[1] <= window[0]:
             raise SystemExit("the outage spans no whole minute: make it longer")
         outage = report(config, env, *window)
-        baseline = report(config, env, *before)
+        baseline = report(config, env, *before) if before[1] > before[0] else None
     finally:
         daemon.stop(timeout=30)
         daemon.kill()
@@ -115,6 +115,9 @@ def run(work: Path, server: OwnPostgres, args: argparse.Namespace) -> int:
         ("baseline: before the outage", before, baseline),
         ("the outage", window, outage),
     ):
+        if figures is None:
+            print(f"{name}: no whole minute stored (a longer --before-minutes)")
+            continue
         hours = (end - start).total_seconds() / 3600 * GPUS
         gpu_hours, cost = figures
         print(f"{name:28s} {start:%H:%M}-{end:%H:%M}: GPU hours {gpu_hours:.4f} of {hours:.4f} "
