@@ -68,7 +68,8 @@ def default_path(environ: Mapping[str, str], database_url: str) -> Path:
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file of a ``sqlite:///`` URL (None for PostgreSQL or an in-memory database)."""
-    if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+    """The file of a SQLite URL (None for PostgreSQL or an in-memory database)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
-    return Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+    return Path(parsed.database)

@@ -106,9 +106,6 @@ class Daemon:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _tick_started: float | None = None  # monotonic start of the running tick, None when idle
     _outages: dict[str, OutageLog] = field(default_factory=dict)
-    drain_outage: OutageLog = field(
-        default_factory=lambda: OutageLog("forwarding the spool", log, then="it stays spooled")
-    )
 
     def __post_init__(self) -> None:
         limit_arenas()  # before any thread allocates (see agent.daemon.malloc)
@@ -162,18 +159,9 @@ class Daemon:
         time. A failure is logged as an outage (once, then once a minute), not per run."""
         if self.app.spool.empty:
             return
-        try:
-            sent = self.app.drain()
-        except SQLAlchemyError as exc:
-            self.drain_outage.failed(brief(exc))
-            return
-        except Exception:  # a bug, or a reload closing the spool mid-run: the next run retries
-            log.exception("forwarding the spool failed; it stays spooled")
-            return
-        self.drain_outage.ok()
-        stats = self.app.spool.stats()
+        sent = self._guarded("forwarding the spool", "it stays spooled", self.app.drain)
         if sent:
-            log.info("forwarded %d spooled round(s); %d left", sent, stats.rounds)
+            log.info("forwarded %d spooled round(s); %d left", sent, self.app.spool.stats().rounds)
 
     def bill(self) -> None:
         """The hourly job: provider APIs; each failing provider is logged and stores nothing.

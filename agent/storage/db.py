@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Insert, Table, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.engine import create_engine as sa_create_engine
 
+from agent.config.spool import sqlite_file
 from migrations.runner import assert_at_head, upgrade_to_head
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,7 @@ def is_sqlite(url: str) -> bool:
 
 def sqlite_path(url: str) -> Path | None:
     """The database file of a SQLite URL, or None for an in-memory database."""
-    database = make_url(url).database
-    if not database or database == ":memory:":
-        return None
-    return Path(database)
+    return sqlite_file(url)
 
 
 def create_engine(url: str, timeout: float = BUSY_TIMEOUT) -> Engine:
