@@ -3,7 +3,9 @@
 #               dependencies only), run the daemon on the embedded SQLite default
 #   make test   virtualenv, editable install with the test extra, fake NVML library, throwaway
 #               PostgreSQL (and, as root, Debian's prometheus + prometheus-alertmanager), the
-#               whole suite on both databases
+#               whole suite on both databases (but the slow fault loops)
+#   make test-faults  the slow fault loops against the real daemon and a PostgreSQL of their
+#               own (kill -9 around forwarding, a real full disk as root); .ci/run runs it
 #
 # Both share $(VENV), each with its own stamp, so either can come first. `make run` reinstalls
 # whenever pyproject.toml or a file under the packages changes (its install is a copy); the tests
@@ -20,7 +22,7 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # tests of a file never race each other for a port or a build folder.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: venv run test check lint typecheck bench prometheus-tools clean
+.PHONY: venv run test test-faults check lint typecheck bench prometheus-tools clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -73,7 +75,13 @@ check: lint typecheck
 
 test: $(TEST_STAMP) $(FAKENVML) prometheus-tools check
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
-		scripts/with-postgres scripts/pytest-strict -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+		scripts/with-postgres scripts/pytest-strict -n $(TEST_WORKERS) --dist loadfile \
+		-m "not slow" $(PYTEST_ARGS)
+
+test-faults: $(TEST_STAMP) $(FAKENVML)
+	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
+		scripts/with-postgres scripts/pytest-strict -m slow tests/agent/test_fault_loops.py \
+		$(PYTEST_ARGS)
 
 bench: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py

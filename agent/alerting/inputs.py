@@ -12,16 +12,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
+from agent.alerting.recent import RecentWindows
 from agent.collect.runner import Round
 from agent.config.settings import Config
 from agent.storage import rolled_up
 from agent.storage.buckets import unpack
 from agent.storage.series_math import histogram_quantile
 from agent.storage.store import Store
-from agent.storage.windows import HistogramWindow, histogram_window
+from agent.storage.windows import HistogramWindow, WindowSource, histogram_window
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from collectors.base import Sample
 from migrations.schema import histogram_layouts, histogram_rollups, series
@@ -64,25 +66,52 @@ class AlertInputs:
         return [s for s in self.latest if s.metric == metric]
 
 
+class Baselines(Protocol):
+    """Where the 24 h latency baselines come from (see ``StoredBaselines``)."""
+
+    def __call__(self, host: str, pairs: set[PairKey], before: datetime) -> Latencies: ...
+
+
+class StoredBaselines:
+    """The baselines from the hour rollups; the last answer is remembered for an outage,
+    when the database cannot be asked (a baseline of whole hours moves slowly anyway)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._last: Latencies = {}
+
+    def __call__(self, host: str, pairs: set[PairKey], before: datetime) -> Latencies:
+        self._last = _baselines(self.engine, host, pairs, before)
+        return self._last
+
+    def remembered(self, host: str, pairs: set[PairKey], before: datetime) -> Latencies:
+        return {key: value for key, value in self._last.items() if key[:2] in pairs}
+
+
 def gather(
-    store: Store,
+    store: WindowSource,
     round_: Round,
     config: Config,
     now: datetime,
     *,
     rules: Mapping[str, RuleSpec] = DEFAULT_RULES,
     started_at: datetime | None = None,
+    baselines: Baselines | None = None,
 ) -> AlertInputs:
     """The inputs for evaluating ``rules`` at ``now`` after ``round_`` (already stored).
 
+    ``store``: the store, or during an outage the rules' memory of it (agent.alerting.recent).
     ``started_at``: when this process began collecting, as the runner's last-success memory is
     per process; None takes ``now`` (a never-successful collector then waits to be reported).
+    ``baselines``: None reads them from ``store`` (a Store), else none are known.
     """
+    if baselines is None:
+        baselines = StoredBaselines(store.engine) if isinstance(store, Store) else _no_baselines
     latest = tuple(s for _, s in round_.tagged_samples())
     success, last = _collector_health(latest)
     prices = {s.labels["gpu_uuid"]: s.value for s in latest if s.metric == _PRICE}
     window = _seconds(rules, "LatencyP99Spike", "window")
-    p99, baseline = _latencies(store, config.host, _engine_pairs(latest), now, window)
+    p99, baseline = _latencies(store, baselines, config.host, _engine_pairs(latest), now, window)
     return AlertInputs(
         now=now,
         host=config.host,
@@ -101,6 +130,20 @@ def gather(
         p99=p99,
         baseline_p99=baseline,
     )
+
+
+def outage_memory(rules: Mapping[str, RuleSpec], interval_seconds: float) -> RecentWindows:
+    """What ``gather`` reads from the store, kept from the rounds of an outage for as long as
+    the longest window (see agent.alerting.recent)."""
+    metrics = {TARGET_UP, WAITING} | {
+        metric + suffix for metric in LATENCY_METRICS.values() for suffix in ("_bucket", "_created")
+    }
+    longest = max(
+        _seconds(rules, "LatencyP99Spike", "window"),
+        _seconds(rules, "QueueGrowing", "slope_window"),
+        _seconds(rules, "GpuIdle", "warmup") + 2 * interval_seconds,
+    )
+    return RecentWindows(metrics, timedelta(seconds=longest))
 
 
 def _seconds(rules: Mapping[str, RuleSpec], rule: str, name: str) -> float:
@@ -141,7 +184,7 @@ def _engine_pairs(latest: Iterable[Sample]) -> set[PairKey]:
 
 
 def _up_since(
-    store: Store, config: Config, latest: Iterable[Sample], now: datetime, warmup: float
+    store: WindowSource, config: Config, latest: Iterable[Sample], now: datetime, warmup: float
 ) -> dict[str, datetime | None]:
     """When each target last came up (None: down now). The lookback only needs to cover the
     warm-up: a target up through all of it counts as up since the lookback's start or before."""
@@ -173,7 +216,7 @@ def _run_start(points: Mapping[datetime, float]) -> datetime:
 
 
 def _queue_points(
-    store: Store, host: str, latest: Iterable[Sample], now: datetime, window: float
+    store: WindowSource, host: str, latest: Iterable[Sample], now: datetime, window: float
 ) -> dict[PairKey, Points]:
     """Waiting requests per (target, model) over the slope window; series differing only in
     other labels (engine) are summed per instant, as the queue is the pair's."""
@@ -197,8 +240,17 @@ def _queue_points(
     return {pair: tuple(sorted(by_ts.items())) for pair, by_ts in summed.items()}
 
 
+def _no_baselines(host: str, pairs: set[PairKey], before: datetime) -> Latencies:
+    return {}
+
+
 def _latencies(
-    store: Store, host: str, pairs: Iterable[PairKey], now: datetime, window: float
+    store: WindowSource,
+    baselines: Baselines,
+    host: str,
+    pairs: Iterable[PairKey],
+    now: datetime,
+    window: float,
 ) -> tuple[Latencies, Latencies]:
     """p99 and observation count per (target, model, kind): over the short window from raw
     samples, and as the baseline over the 24 h before it from the hour rollups."""
@@ -211,10 +263,10 @@ def _latencies(
             _put(
                 p99, (target, model, kind), histogram_window(store, metric, short_start, now, match)
             )
-    return p99, (_baselines(store, host, wanted, short_start) if wanted else {})
+    return p99, (baselines(host, wanted, short_start) if wanted else {})
 
 
-def _baselines(store: Store, host: str, pairs: set[PairKey], before: datetime) -> Latencies:
+def _baselines(engine: Engine, host: str, pairs: set[PairKey], before: datetime) -> Latencies:
     """p99 per (target, model, kind) over the whole hours of the 24 h before ``before``, from
     the hour rows of the histogram rollups (restart-safe already). Reading 24 h of raw buckets
     instead would cost more every tick than the rest of the evaluation together; a baseline
@@ -236,7 +288,7 @@ def _baselines(store: Store, host: str, pairs: set[PairKey], before: datetime) -
         )
     )
     buckets: dict[LatencyKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-    with store.engine.connect() as conn:
+    with engine.connect() as conn:
         for metric, labels_json, bounds, increases in conn.execute(query):
             labels = json.loads(labels_json)
             pair = (labels.get("target", ""), labels.get("model", ""))

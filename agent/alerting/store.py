@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, RowMapping, and_, delete, insert, select, update
 
@@ -116,6 +117,25 @@ def after(before: Remembered, states: Mapping[AlertKey, AlertState], plan: Plan)
     return Remembered(dict(states), dict(plan.group_first_seen), log)
 
 
+@dataclass(frozen=True, slots=True)
+class Unsaved:
+    """An evaluation made while the database was away (``Alerting.evaluate_offline``): what
+    ``save_evaluation`` would have added to the history and the notification log. The states
+    and groups are written whole when the database returns, and the notifications come from
+    the local outbox (agent.alerting.local_outbox)."""
+
+    transitions: tuple[tuple[Transition, AlertState], ...]
+    log: tuple[SentEntry, ...]
+
+
+def save_unsaved(conn: Connection, scope: str, journal: Iterable[Unsaved]) -> None:
+    for unsaved in journal:
+        for transition, state in unsaved.transitions:
+            _history(conn, scope, transition, state)
+        for entry in unsaved.log:
+            _log(conn, scope, entry)
+
+
 def _save_groups(conn: Connection, scope: str, plan: Plan) -> None:
     conn.execute(delete(alert_groups).where(alert_groups.c.scope == scope))
     if plan.group_first_seen:
@@ -175,37 +195,47 @@ def _log(conn: Connection, scope: str, entry: SentEntry) -> None:
 def _enqueue(
     conn: Connection, scope: str, n: Notification, now: datetime, expires_at: datetime
 ) -> int:
-    result = conn.execute(
-        insert(outbox).values(
-            scope=scope,
-            receiver=n.receiver,
-            group_labels=group_labels(n.group),
-            reason=n.reason.value,
-            payload=notification_json(n),
-            created_at=now,
-            expires_at=expires_at,
-            next_attempt_at=now,
-            attempts=0,
-            status=PENDING,
-        )
-    )
+    result = conn.execute(insert(outbox).values(outbox_values(scope, n, now, expires_at)))
     key = result.inserted_primary_key
     assert key is not None  # an insert of one row always has one
     return int(key[0])
 
 
+def outbox_values(
+    scope: str, n: Notification, now: datetime, expires_at: datetime
+) -> dict[str, object]:
+    """A new outbox row (the database's, or the local one's during an outage)."""
+    return {
+        "scope": scope,
+        "receiver": n.receiver,
+        "group_labels": group_labels(n.group),
+        "reason": n.reason.value,
+        "payload": notification_json(n),
+        "created_at": now,
+        "expires_at": expires_at,
+        "next_attempt_at": now,
+        "attempts": 0,
+        "status": PENDING,
+    }
+
+
 def due(conn: Connection, scope: str, now: datetime) -> list[OutboxRow]:
-    """Pending rows of this scope whose next attempt is due, oldest first, and only the
-    oldest pending row of each group: a group's messages reach the receiver in order (a
-    resolution never overtakes the firing message still being retried)."""
+    """Pending rows of this scope whose next attempt is due, oldest first (see ``first_due``)."""
     query = (
         select(outbox)
         .where(outbox.c.scope == scope, outbox.c.status == PENDING)
         .order_by(outbox.c.id)
     )
+    return first_due(conn.execute(query).mappings(), now)
+
+
+def first_due(pending: Iterable[Mapping[Any, Any]], now: datetime) -> list[OutboxRow]:
+    """Of pending rows in queue order, those due, and only the oldest pending row of each
+    group: a group's messages reach the receiver in order (a resolution never overtakes the
+    firing message still being retried)."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for row in conn.execute(query).mappings():
+    for row in pending:
         group = (row["receiver"], row["group_labels"])
         if group in seen:
             continue
@@ -222,7 +252,7 @@ def outbox_rows(conn: Connection, *, status: str | None = None) -> list[OutboxRo
     return [_outbox_row(r) for r in conn.execute(query).mappings()]
 
 
-def _outbox_row(row: RowMapping) -> OutboxRow:
+def _outbox_row(row: Mapping[Any, Any]) -> OutboxRow:
     return OutboxRow(
         id=int(row["id"]),
         scope=str(row["scope"]),
@@ -249,12 +279,35 @@ def mark(
     next_attempt_at: datetime | None = None,
 ) -> None:
     """Record one delivery attempt: delivered, failed for good, expired, or to retry."""
+    values = mark_values(status, now, attempts, error, next_attempt_at)
+    conn.execute(update(outbox).where(outbox.c.id == row_id).values(**values))
+
+
+def mark_values(
+    status: str, now: datetime, attempts: int, error: str | None, next_attempt_at: datetime | None
+) -> dict[str, object]:
     values: dict[str, object] = {"status": status, "attempts": attempts, "last_error": error}
     if status == PENDING:
         values["next_attempt_at"] = next_attempt_at or now
     else:
         values["finished_at"] = now
-    conn.execute(update(outbox).where(outbox.c.id == row_id).values(**values))
+    return values
+
+
+def import_outbox(conn: Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Rows of the local outbox (an outage's notifications, agent.alerting.local_outbox), as
+    they stand: delivered ones stay delivered, pending ones are the database's to deliver now.
+    A row already imported (a crash between this commit and the local delete) is skipped."""
+    c = outbox.c
+    for row in rows:
+        values = {k: v for k, v in row.items() if k != "id"}
+        same = select(c.id).where(
+            c.scope == values["scope"], c.receiver == values["receiver"],
+            c.group_labels == values["group_labels"], c.created_at == values["created_at"],
+            c.payload == values["payload"],
+        )  # fmt: skip
+        if conn.execute(same.limit(1)).first() is None:
+            conn.execute(insert(outbox).values(values))
 
 
 def prune_outbox(conn: Connection, before: datetime) -> int:

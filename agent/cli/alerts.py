@@ -10,14 +10,19 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+
 from agent.alerting import store as alert_store
+from agent.alerting.local_outbox import outbox_path, pending_in
 from agent.config.settings import Config
 from agent.storage.db import open_database
+from agent.storage.spool import peek
 from alerts.duration import DurationError, format_duration, parse_duration
 from alerts.model import AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matcher
@@ -60,11 +65,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    spooling = _spooling(config, now)
+    if spooling and not args.json:
+        print(spooling)
     engine = open_database(config.database_url)
     try:
         with engine.connect() as conn:
             scoped = alert_store.all_states(conn)
             undelivered = alert_store.outbox_rows(conn, status=alert_store.PENDING)
+    except OperationalError:
+        if spooling and args.json:
+            print(json.dumps({"spooling": spooling}, indent=2))
+        raise  # the one line naming the database follows (agent.cli.main)
     finally:
         engine.dispose()
     shown = [(scope, s) for scope, s in scoped if s.state in _SHOWN]
@@ -73,11 +85,29 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
         body = {
             "alerts": [_alert_json(scope, s, now) for scope, s in shown],
             "undelivered_notifications": len(undelivered),
+            "spooling": spooling,
         }
         print(json.dumps(body, indent=2))
         return 0
     print("\n".join(_alert_table(shown, now, len(undelivered))))
     return 0
+
+
+def _spooling(config: Config, now: datetime) -> str | None:
+    """One line when this host's daemon is spooling (its database did not take its latest
+    rounds): the alerts listed from the database are then behind, and this host's rules run
+    from the daemon's memory (see README, Outages)."""
+    path = config.spool.file(config.database_url, os.environ)
+    stats = peek(path)
+    if stats is None or not stats.rounds:
+        return None
+    since = stats.oldest or now
+    queued = pending_in(outbox_path(path))
+    return (
+        f"host {config.host} is spooling: {stats.rounds} round(s) since {since.isoformat()}"
+        f" ({format_duration(max(0, round((now - since).total_seconds())))} ago) are waiting"
+        f" for the database; {queued} notification(s) queued locally ({path})"
+    )
 
 
 def _alert_json(scope: str, state: AlertState, now: datetime) -> dict[str, Any]:

@@ -17,7 +17,9 @@ from agent.alerting.budget_rules import BUDGET_RULES, budget_conditions
 from agent.alerting.conditions import RULES as HOST_RULES
 from agent.alerting.conditions import conditions
 from agent.alerting.evaluation import FLEET, Alerting, Delivery, build_receivers
-from agent.alerting.inputs import gather
+from agent.alerting.inputs import StoredBaselines, gather, outage_memory
+from agent.alerting.local_outbox import LocalOutbox, outbox_path
+from agent.alerting.recent import RecentWindows
 from agent.collect.runner import CollectorRunner, Round
 from agent.config.settings import Config, TargetConfig
 from agent.cost.allocation import Allocator, TargetPlacement
@@ -95,7 +97,21 @@ class App:
     spool_outage: OutageLog = field(
         default_factory=lambda: OutageLog("spooling rounds", log, then="these rounds are lost")
     )
+    local_outbox: OutageLog = field(
+        default_factory=lambda: OutageLog(
+            "queueing notifications locally", log, then="they are not sent"
+        )  # fmt: skip
+    )
     _alerts_failing: bool = False
+    # While the database is away, the host's rules read their windows from the outage's
+    # rounds (agent.alerting.recent) and the baselines they last read.
+    recent: RecentWindows | None = None
+    baselines: StoredBaselines | None = None
+
+    def __post_init__(self) -> None:
+        rules, interval = self.alerting.rules, self.config.daemon.interval_seconds
+        self.recent = self.recent or outage_memory(rules, interval)
+        self.baselines = self.baselines or StoredBaselines(self.engine)
 
     @classmethod
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
@@ -105,6 +121,9 @@ class App:
         chosen = build_collectors(config) if collectors is None else collectors
         placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
         receivers = build_receivers(config)
+        spool = Spool(config.spool.file(config.database_url, os.environ), config.spool.max_bytes)
+        alerting = Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES)
+        alerting.local = LocalOutbox(outbox_path(spool.path))
         return cls(
             config,
             engine,
@@ -113,12 +132,12 @@ class App:
             Allocator(config.host, placements),
             rollup_for(engine, config),
             BillingJob(engine, config.billing),
-            Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES),
+            alerting,
             Alerting.for_scope(fleet.engine, FLEET, config.alerts, receivers, BUDGET_RULES),
             leadership_for(fleet.engine, config.host),
             DigestJob.from_config(fleet.engine, config, config.digest),
             fleet,
-            Spool(config.spool.file(config.database_url, os.environ), config.spool.max_bytes),
+            spool,
         )
 
     def tick(self, now: datetime) -> Round:
@@ -141,6 +160,7 @@ class App:
             # Behind the rounds already spooled: the database always holds a prefix of the
             # box's history, so a rollup never closes a minute whose rounds are still spooled.
             self._spool(round_)
+            self.queued = self.evaluate_offline(round_, now)
             return
         try:
             self.queued = self.deadline.call(
@@ -149,8 +169,11 @@ class App:
         except (SQLAlchemyError, DeadlineExceeded) as exc:
             self.store_outage.failed(brief(exc))
             self._spool(round_)
+            self.queued = self.evaluate_offline(round_, now)
             return
         self.store_outage.ok()
+        if self.recent is not None and not self.recent.empty:
+            self.recent.clear()  # the outage is over: the rules read the store again
 
     def _write_and_evaluate(self, round_: Round, now: datetime) -> int:
         self.store.write_round(round_, timeout=self.config.daemon.database_timeout)
@@ -201,7 +224,7 @@ class App:
         rules = self.alerting.rules
         try:
             inputs = gather(self.store, round_, self.config, now, rules=rules,
-                            started_at=self.started_at)  # fmt: skip
+                            started_at=self.started_at, baselines=self.baselines)  # fmt: skip
             found, evaluated = conditions(rules, inputs)
             _, plan = self.alerting.evaluate(found, evaluated, now)
         except SQLAlchemyError as exc:
@@ -214,11 +237,33 @@ class App:
         self._alerts_failing = False
         return len(plan.notifications)
 
+    def evaluate_offline(self, round_: Round, now: datetime) -> int:
+        """This host's rules while the database is away (the round was spooled): windows from
+        the outage's rounds, notifications to the local outbox; returns how many were queued."""
+        assert self.recent is not None and self.baselines is not None  # set by __post_init__
+        self.started_at = self.started_at or now
+        self.recent.add((s for _, s in round_.tagged_samples()), now)
+        rules = self.alerting.rules
+        baselines = self.baselines.remembered
+        inputs = gather(self.recent, round_, self.config, now, rules=rules,
+                        started_at=self.started_at, baselines=baselines)  # fmt: skip
+        found, evaluated = conditions(rules, inputs)
+        try:
+            _, plan = self.alerting.evaluate_offline(found, evaluated, now)
+        except (OSError, sqlite3.Error) as exc:  # the local disk is full too
+            self.local_outbox.failed(brief(exc))
+            return 0
+        self.local_outbox.ok()
+        return len(plan.notifications)
+
     def deliver(self, now: datetime) -> Delivery:
         """Send the queued notifications that are due (a separate job: a slow receiver must
-        not hold up collection)."""
-        delivery = self.alerting.deliver(now)
-        if self.leading:  # a dead leader's queued budget notifications go out from the next one
+        not hold up collection). While rounds are spooled the database is away or behind:
+        only the local outbox is sent, so a hung database cannot hold notifications up."""
+        delivery = self.alerting.deliver(now, database=self.spool.empty)
+        if (
+            self.leading and self.spool.empty
+        ):  # a dead leader's queued budget notifications go out from the next one
             delivery += self.fleet_alerting.deliver(now)
         return delivery
 
@@ -264,6 +309,8 @@ class App:
         """Release the collectors (NVML session, HTTP clients), the workers and the database."""
         self.deadline.close()
         self.spool.close()
+        if self.alerting.local is not None:
+            self.alerting.local.close()
         self.runner.close()
         self.billing.close()
         self.leader.close()

@@ -155,6 +155,25 @@ class Spool:
             self._oldest = None if first is None else from_micros(int(first))
 
 
+def peek(path: Path) -> SpoolStats | None:
+    """What a spool file holds, read without writing (for the CLI, which may run as another
+    user than the daemon); None when there is no spool or it cannot be read."""
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            total, count, first = conn.execute(
+                "SELECT coalesce(sum(length(data)), 0), count(*), min(ts) FROM rounds"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    oldest = None if first is None else from_micros(int(first))
+    return SpoolStats(int(total), int(count), oldest, 0)
+
+
 # -- rounds as bytes ---------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from agent.storage.series_math import (
     HistogramPoint,
@@ -22,9 +23,17 @@ from agent.storage.series_math import (
     histogram_quantile,
     increase_many,
 )
-from agent.storage.store import Store
 
 QUANTILES = (0.5, 0.95, 0.99)
+
+
+class WindowSource(Protocol):
+    """Where windows of raw points come from: the store, or the alert rules' memory of an
+    outage (agent.alerting.recent)."""
+
+    def window(
+        self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = ...
+    ) -> dict[str, list[tuple[datetime, float]]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +50,7 @@ class HistogramWindow:
 
 
 def counter_increase(
-    store: Store, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
+    store: WindowSource, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
 ) -> float | None:
     """Increase of a counter over (start, end], summed over matching series; None if no data."""
     values = store.window(metric, start, end, match)
@@ -55,7 +64,7 @@ def counter_increase(
 
 
 def histogram_window(
-    store: Store,
+    store: WindowSource,
     metric: str,
     start: datetime,
     end: datetime,
@@ -83,7 +92,7 @@ def histogram_window(
 
 
 def _appeared_after_scrape(
-    store: Store, labels: Mapping[str, str], first: datetime, start: datetime
+    store: WindowSource, labels: Mapping[str, str], first: datetime, start: datetime
 ) -> datetime | None:
     """When a series first shows up inside the window although its target was scraped
     successfully in the window before that, the instant of that scrape; else None.

@@ -35,28 +35,35 @@ class OwnPostgres:
     folder: Path
     port: int
     bin: Path
+    data: Path
+    disk: Path | None = None  # a tmpfs of its own under the data folder, to fill
 
     @classmethod
-    def create(cls) -> OwnPostgres:
+    def create(cls, disk_mb: int | None = None) -> OwnPostgres:
         """In a folder of its own under /tmp: pytest's are private to root, and the server
-        runs as ``postgres``."""
+        runs as ``postgres``. ``disk_mb``: the data folder on a tmpfs of that size (root
+        only), which ``fill`` fills up."""
         binaries = pg_bin()
         if binaries is None:
             if os.environ.get("GPUWATCH_REQUIRE_PG") == "1":
                 pytest.fail("GPUWATCH_REQUIRE_PG=1 but PostgreSQL's server binaries are missing")
             pytest.skip("PostgreSQL server binaries not installed (Debian's postgresql)")
         folder = Path(tempfile.mkdtemp(prefix="gpuwatch-pg-"))
+        disk = None
+        if disk_mb is not None:
+            if os.geteuid() != 0:
+                pytest.skip("a disk of its own (tmpfs) needs root")
+            disk = folder / "disk"
+            disk.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={disk_mb}m", "tmpfs", str(disk)],
+                           check=True)  # fmt: skip
         if os.geteuid() == 0:
             subprocess.run(["chown", "-R", "postgres:", str(folder)], check=True)
-        server = cls(folder, free_port(), binaries)
+        server = cls(folder, free_port(), binaries, (disk or folder) / "data", disk)
         server._as_pg("initdb", "-D", str(server.data), "-U", "postgres", "-A", "trust",
                       "-E", "UTF8", "--no-sync")  # fmt: skip
         server.start()
         return server
-
-    @property
-    def data(self) -> Path:
-        return self.folder / "data"
 
     @property
     def url(self) -> str:
@@ -75,11 +82,13 @@ class OwnPostgres:
     def pause(self) -> None:
         """SIGSTOP the server and every backend: connections stay open, nothing answers."""
         for pid in self._pids():
-            os.kill(pid, signal.SIGSTOP)
+            with contextlib.suppress(ProcessLookupError):  # a backend that ended meanwhile
+                os.kill(pid, signal.SIGSTOP)
 
     def resume(self) -> None:
         for pid in self._pids():
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def count(self, query: str) -> int:
         engine = create_engine(self.url)
@@ -89,10 +98,32 @@ class OwnPostgres:
         finally:
             engine.dispose()
 
+    def fill(self) -> None:
+        """Fill the server's disk to the last byte (as root, who is not held back by any
+        reserve): every write that needs a new page fails with "No space left on device"."""
+        assert self.disk is not None
+        with open(self.disk / "filler", "wb") as filler:
+            block = b"\0" * (1 << 16)
+            with contextlib.suppress(OSError):
+                while True:
+                    filler.write(block)
+                    filler.flush()
+
+    def free(self) -> None:
+        assert self.disk is not None
+        (self.disk / "filler").unlink(missing_ok=True)
+
+    @property
+    def running(self) -> bool:
+        pids = self._pids()
+        return bool(pids) and Path(f"/proc/{pids[0]}").exists()
+
     def close(self) -> None:
         self.resume()
         with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
             self._as_pg("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        if self.disk is not None:
+            subprocess.run(["umount", "-l", str(self.disk)], check=False)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _pids(self) -> list[int]:

@@ -4,6 +4,7 @@ spool, and once the server is back every round is in it exactly once (docs/fault
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -33,24 +34,33 @@ def server() -> Iterator[OwnPostgres]:
 @pytest.fixture
 def daemon(tmp_path: Path, server: OwnPostgres, fake_nvml_dir: Path) -> Iterator[RunningDaemon]:
     upgrade_database(server.url)
+    running = launch(tmp_path, server, fake_nvml_dir)
+    yield running
+    running.kill()
+
+
+def launch(folder: Path, server: OwnPostgres, fake_nvml_dir: Path) -> RunningDaemon:
+    """The real daemon at 1 s ticks on one fake GPU, its spool in ``folder``/state; a second
+    launch in the same folder (after a kill) picks up the spool the first left."""
+    folder.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=folder))  # its own log and notify socket
     port = free_port()
-    config = tmp_path / "gpuwatch.toml"
+    config = run / "gpuwatch.toml"
     config.write_text(
         f'host = "box"\ndatabase_url = "{server.url}"\n'
         f'[daemon]\ninterval_seconds = 1\nmetrics_listen = "127.0.0.1:{port}"\n'
     )
     hardware = write_hardware(
-        tmp_path / "hardware.txt", FakeNvmlConfig(gpus=(FakeGpu(uuid="GPU-a", util=42),))
+        run / "hardware.txt", FakeNvmlConfig(gpus=(FakeGpu(uuid="GPU-a", util=42),))
     )
     env = {
         "LD_LIBRARY_PATH": str(fake_nvml_dir),
         "FAKE_NVML_CONFIG": str(hardware),
-        "STATE_DIRECTORY": str(tmp_path / "state"),
+        "STATE_DIRECTORY": str(folder / "state"),
     }
-    running = start_daemon(config, tmp_path, port, env=env)
+    running = start_daemon(config, run, port, env=env)
     running.wait_for_metric(UTIL)
-    yield running
-    running.kill()
+    return running
 
 
 def spool_rounds(daemon: RunningDaemon) -> float:

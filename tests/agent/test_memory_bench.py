@@ -37,7 +37,11 @@ def test_a_reading_splits_rss_and_counts_threads() -> None:
 
 @linux_only
 def test_rss_by_mapping_names_the_heap_and_the_interpreter() -> None:
+    before = memory.read(os.getpid(), 0.0).rss_mb
     maps = memory.smaps_summary(os.getpid())
+    after = memory.read(os.getpid(), 0.0).rss_mb
     assert maps["[anon]"] > 0
     assert any("python" in name for name in maps)
-    assert sum(maps.values()) == pytest.approx(memory.read(os.getpid(), 0.0).rss_mb, abs=2.0)
+    # The test process's other threads (pytest-xdist's) allocate meanwhile: the sum of the
+    # mappings lies between the RSS read just before and just after, within a page table.
+    assert min(before, after) - 2.0 <= sum(maps.values()) <= max(before, after) + 2.0
