@@ -117,7 +117,9 @@ class Daemon:
         self.missed = MissedTicks()
         # A counter from 0 at start, so rate() and alerts see the first miss as an increase.
         self.latest.update_daemon([self.missed.sample(self.config.host, utc_now())])
-        self.ticker = Ticker(self.config.daemon.interval_seconds, self.tick, self.skipped)
+        # The wall clock the ticker watches for steps is the one the samples are stamped with.
+        self.ticker = Ticker(self.config.daemon.interval_seconds, self.tick, self.skipped,
+                             wall=lambda: self.clock().timestamp())  # fmt: skip
 
     def tick(self) -> None:
         """One scheduled tick; never raises (APScheduler would only log it anyway)."""

@@ -79,6 +79,14 @@ class OwnPostgres:
         """A clean but immediate stop: sessions are cut, as when a database is restarted."""
         self._as_pg("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
+    def kill(self) -> None:
+        """SIGKILL the server and every backend, as the OOM killer or a power cut would;
+        ``start`` then runs PostgreSQL's crash recovery."""
+        for pid in self._pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not self.running, timeout=10)
+
     def pause(self) -> None:
         """SIGSTOP the server and every backend: connections stay open, nothing answers."""
         for pid in self._pids():

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from agent.collect.clock import utc_now
 from agent.config.settings import load_config
 from agent.daemon.service import Daemon
 from tests.agent.daemon_harness import RunningDaemon, free_port, start_daemon
@@ -165,6 +169,38 @@ def test_ticks_that_stop_happening_stop_the_watchdog_pings(tmp_path: Path) -> No
     assert daemon.ticking(1050.0) is True
     assert daemon.ticking(1061.0) is False  # none for max(60 s, 3 intervals)
     daemon.app.close()
+
+
+def test_the_daemon_ticks_through_wall_clock_steps_on_its_real_ticker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The real Daemon, its real ticker and tick, 1 s ticks on real time; only the wall clock
+    # is the test's: an NTP step back of an hour, then a VM resumed two hours later.
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text(
+        f'database_url = "sqlite:///{tmp_path / "gw.db"}"\n[daemon]\ninterval_seconds = 1\n'
+        'metrics_listen = ""\n'  # NVML, there or not: its run is stored every tick
+    )
+    offset = [timedelta(0)]
+    daemon = Daemon(str(path), load_config(str(path)), clock=lambda: utc_now() + offset[0])
+    started = utc_now()
+    with caplog.at_level(logging.WARNING, logger="agent.daemon.ticker"):
+        daemon.ticker.start()
+        time.sleep(2.5)
+        offset[0] = timedelta(hours=-1)
+        time.sleep(2.5)
+        offset[0] = timedelta(hours=1)
+        time.sleep(2.5)
+        daemon.ticker.stop(timeout=5)
+    ticks = sorted(r["ts"] for r in daemon.app.store.collector_runs())
+    daemon.app.close()
+
+    back = [t for t in ticks if t < started - timedelta(minutes=30)]
+    ahead = [t for t in ticks if t > started + timedelta(minutes=30)]
+    assert len(back) in (2, 3, 4) and len(ahead) in (2, 3, 4), ticks  # neither stopped nor bunched
+    assert 7 <= len(ticks) <= 9, ticks
+    steps = [r.getMessage()[:32] for r in caplog.records if r.name == "agent.daemon.ticker"]
+    assert steps == ["the wall clock stepped -3600 s; ", "the wall clock stepped +7200 s; "]
 
 
 def test_engine_histograms_are_exposed_as_histograms_and_pass_promtool(tmp_path: Path) -> None:

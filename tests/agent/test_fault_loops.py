@@ -65,6 +65,25 @@ def test_kill_9_around_forwarding_loses_and_doubles_nothing(
     assert server.count(_UTIL_SAMPLES) == len(ticks)  # and each round whole
 
 
+def test_a_killed_database_loses_no_round(
+    tmp_path: Path, server: OwnPostgres, fake_nvml_dir: Path
+) -> None:
+    daemon = launch(tmp_path, server, fake_nvml_dir)
+    try:
+        time.sleep(2)
+        server.kill()  # kill -9 of the postmaster and its backends
+        assert wait_until(partial(spooling, daemon, 5), timeout=20), daemon.log()
+        server.start()  # crash recovery, then connections again
+        assert wait_until(lambda: spool_rounds(daemon) == 0, timeout=40), daemon.log()
+        time.sleep(1.5)
+        code, _ = daemon.stop()
+    finally:
+        daemon.kill()
+    assert code == 0
+    assert_every_tick_once(server, daemon)
+    assert "Traceback" not in daemon.log()
+
+
 def test_a_full_disk_under_the_database_loses_no_round(tmp_path: Path, fake_nvml_dir: Path) -> None:
     server = OwnPostgres.create(disk_mb=80)  # initdb takes ~40 MB of it
     try:
