@@ -2,7 +2,8 @@
 
 One collector per target, so a broken target is isolated, timed and reported on its own
 (``gpuwatch_target_up``). A scrape is all or nothing: a body that is too large, too slow,
-malformed or not from the expected engine raises CollectError and none of it is stored.
+malformed, over one of its target's limits (collectors.limits) or not from the expected engine
+raises CollectError and none of it is stored.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collectors.base import CollectError, Sample
 from collectors.engines import ENGINES, Engine, detect, read_by_a_mapper
 from collectors.engines.exposition import Exposition, ExpositionError
 from collectors.engines.rules import Context
+from collectors.limits import LimitExceeded, NewSeries, ScrapeLimits
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 # Engines speak the classic text format; asking for it keeps vLLM <= 0.8.0 and SGLang from
@@ -38,6 +40,7 @@ class TargetSpec:
     timeout_seconds: float = 5.0
     max_bytes: int = DEFAULT_MAX_BYTES
     bearer_token: str | None = field(default=None, repr=False)
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
 
 
 class ScrapeCollector:
@@ -57,20 +60,29 @@ class ScrapeCollector:
         self.timeout_seconds = target.timeout_seconds
         self._host = host
         self._clock = clock
+        self._series = NewSeries(target.limits.series_per_day_limit)
         self._client = client or httpx.Client(
             timeout=target.timeout_seconds, follow_redirects=True, verify=_tls_for(target.url)
         )
 
     def collect(self, now: datetime) -> list[Sample]:
         text = self.fetch()
+        limits = self.spec.limits
         try:
-            exposition = Exposition.parse(text, keep=read_by_a_mapper)
-        except ExpositionError as exc:
+            limits.check_sample_count(text)
+            exposition = Exposition.parse(text, keep=read_by_a_mapper, check=limits.check_labels)
+        except (ExpositionError, LimitExceeded) as exc:
             raise self._error(str(exc)) from exc
+        del text  # a large body need not live through the mapping
         engine = self._engine(exposition)
         model = self.spec.model or self.target
         context = Context(self._host, self.target, engine.name, model, now)
-        return engine.map_samples(exposition, context)
+        samples = engine.map_samples(exposition, context)
+        try:
+            self._series.admit(samples, now)
+        except LimitExceeded as exc:
+            raise self._error(str(exc)) from exc
+        return samples
 
     def fetch(self) -> str:
         """The body of one GET, within the timeout and the size cap; CollectError otherwise."""

@@ -118,6 +118,11 @@ HEALTH_SIGNALS = (
         "Age of the oldest spooled round, seconds (0 when the spool is empty).",
     ),
     _c(
+        "gpuwatch_samples_dropped_total",
+        "Samples dropped by a collector because their value cannot be true (NaN, infinite,"
+        " a negative count), by reason; the rest of the round is kept.",
+    ),
+    _c(
         "gpuwatch_spool_dropped_rounds_total",
         "Rounds dropped, oldest first, because the spool was full (spool.max_bytes).",
     ),

@@ -23,7 +23,7 @@ from agent.storage import rolled_up
 from agent.storage.buckets import unpack
 from agent.storage.series_math import histogram_quantile
 from agent.storage.store import Store
-from agent.storage.windows import HistogramWindow, WindowSource, histogram_window
+from agent.storage.windows import HistogramWindow, ReadOnce, WindowSource, histogram_window
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from collectors.base import Sample
 from migrations.schema import histogram_layouts, histogram_rollups, series
@@ -107,6 +107,7 @@ def gather(
     """
     if baselines is None:
         baselines = StoredBaselines(store.engine) if isinstance(store, Store) else _no_baselines
+    store = ReadOnce(store, config.host)  # each window read once per tick, not once per pair
     latest = tuple(s for _, s in round_.tagged_samples())
     success, last = _collector_health(latest)
     prices = {s.labels["gpu_uuid"]: s.value for s in latest if s.metric == _PRICE}

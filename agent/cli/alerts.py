@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import secrets
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 from agent.alerting import store as alert_store
 from agent.alerting.local_outbox import outbox_path, pending_in
 from agent.config.settings import Config
+from agent.reporting import json_text
 from agent.storage.db import open_database
 from agent.storage.spool import peek
 from alerts.duration import DurationError, format_duration, parse_duration
@@ -75,7 +75,7 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
             undelivered = alert_store.outbox_rows(conn, status=alert_store.PENDING)
     except OperationalError:
         if spooling and args.json:
-            print(json.dumps({"spooling": spooling}, indent=2))
+            print(json_text.dumps({"spooling": spooling}, indent=2))
         raise  # the one line naming the database follows (agent.cli.main)
     finally:
         engine.dispose()
@@ -87,7 +87,7 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
             "undelivered_notifications": len(undelivered),
             "spooling": spooling,
         }
-        print(json.dumps(body, indent=2))
+        print(json_text.dumps(body, indent=2))
         return 0
     print("\n".join(_alert_table(shown, now, len(undelivered))))
     return 0
@@ -190,7 +190,7 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     if not args.all:
         found = [s for s in found if s.state(now) is not SilenceState.EXPIRED]
     if args.json:
-        print(json.dumps({"silences": [_silence_json(s, now) for s in found]}, indent=2))
+        print(json_text.dumps({"silences": [_silence_json(s, now) for s in found]}, indent=2))
         return 0
     if not found:
         print("No silences." if args.all else "No active or pending silences.")

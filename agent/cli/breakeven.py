@@ -13,7 +13,6 @@ where a figure cannot be computed (no tokens, no API price).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from agent.cost.breakeven import (
     percent,
     usd,
 )
+from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
 from collectors.base import GpuwatchError
 
@@ -275,7 +275,7 @@ def _json(result: Breakeven, source: str) -> str:
         "recommendation": result.recommendation,
         "notes": notes(result),
     }
-    return json.dumps(payload)
+    return json_text.dumps(payload)
 
 
 def _round(value: Decimal, places: int) -> Decimal:

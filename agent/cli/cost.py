@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -14,6 +13,7 @@ from agent.config.settings import Config
 from agent.cost.billing import Reconciliation, reconcile, save_records
 from agent.cost.breakeven import Workload
 from agent.cost.summarize import Line, Summary, summarize
+from agent.reporting import json_text
 from agent.storage.db import open_database
 from alerts.duration import DurationError, parse_duration
 from collectors.base import GpuwatchError
@@ -53,7 +53,7 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
     finally:
         engine.dispose()
     if args.json:
-        print(json.dumps(_as_json(summary, recon), indent=2))
+        print(json_text.dumps(_as_json(summary, recon), indent=2))
     else:
         print("\n".join(_table(summary, recon, args.window)))
     return 0

@@ -9,11 +9,11 @@ saying when and by whom), and the scheduled job will not repeat a manual send.
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agent.config.settings import Config
+from agent.reporting import json_text
 from agent.reporting.period import last_week_period
 from agent.storage.db import open_database
 from collectors.base import GpuwatchError
@@ -72,7 +72,7 @@ def run(
             week = last_week_period(now, config.timezone)
             report = build(week, now)
             payload = digest_payload(report, build(report.previous_period, now))
-            print(json.dumps(payload, indent=2, ensure_ascii=False))
+            print(json_text.dumps(payload, indent=2, ensure_ascii=False))
             return 0
         assert sender is not None
         outcome = send_now(engine, config.host, config.timezone, build, sender, now)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -21,6 +20,7 @@ from agent.cli import report as report_cli
 from agent.cli.cost import measured_workload
 from agent.collect.clock import utc_now
 from agent.config.settings import Config, ConfigError, load_config
+from agent.reporting import json_text
 from agent.storage.db import create_engine, is_sqlite, sqlite_path
 from collectors.base import GpuwatchError
 from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
@@ -161,7 +161,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.json:
         for collector, s in round_.tagged_samples():
             print(
-                json.dumps(
+                json_text.dumps(
                     {
                         "collector": collector,
                         "metric": s.metric,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from collectors.base import CollectError, Collector, NoData, Sample
+from collectors.values import checked
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ class CollectorRunner:
     grace_seconds: float = 1.0
     _last_success: dict[str, datetime] = field(default_factory=dict)
     _failing: set[str] = field(default_factory=set)
+    # Samples dropped for impossible values, per (collector, reason), since start; and the
+    # collectors whose last round dropped some (logged when that starts and when it stops).
+    _dropped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _dropping: set[str] = field(default_factory=set)
     _pool: ThreadPoolExecutor | None = None
 
     def run(self, now: datetime) -> Round:
@@ -123,15 +129,28 @@ class CollectorRunner:
 
     def _record(self, collector: Collector, now: datetime, outcome: _Outcome) -> CollectorRun:
         self._note(collector.name, outcome.error, now)
+        samples, dropped = checked(outcome.samples)
+        self._note_dropped(collector.name, dropped)
         return CollectorRun(
             collector.name,
             now,
             outcome.error is None,
             outcome.duration,
-            outcome.samples,
+            samples,
             outcome.error,
             getattr(collector, "target", None),
         )
+
+    def _note_dropped(self, name: str, dropped: Counter[str]) -> None:
+        for reason, count in dropped.items():
+            self._dropped[(name, reason)] += count
+        if dropped and name not in self._dropping:
+            self._dropping.add(name)
+            shown = ", ".join(f"{n} {reason.replace('_', '-')}" for reason, n in dropped.items())
+            log.warning("collector %s: dropped %s sample value(s); the rest is kept", name, shown)
+        elif not dropped and name in self._dropping:
+            self._dropping.discard(name)
+            log.info("collector %s: sample values valid again", name)
 
     def _note(self, name: str, error: str | None, now: datetime) -> None:
         if error is None:
@@ -160,6 +179,9 @@ class CollectorRunner:
                 target = {"host": self.host, "target": run.target}
                 add("gpuwatch_target_up", float(run.success), target)
                 add("gpuwatch_target_scrape_duration_seconds", run.duration_seconds, target)
+        for (collector, reason), count in sorted(self._dropped.items()):
+            labels = {"host": self.host, "collector": collector, "reason": reason}
+            add("gpuwatch_samples_dropped_total", float(count), labels)
         return out
 
 

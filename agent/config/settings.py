@@ -24,12 +24,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from agent.config.alerts import AlertsConfig, parse_alerts
 from agent.config.digest import DigestConfig, parse_digest
 from agent.config.fleet import FleetConfig, parse_fleet
+from agent.config.limits import parse_limits
 from agent.config.rates import Rate, parse_rates
 from agent.config.reader import Reader
 from agent.config.secret import Secret
 from agent.config.spool import SpoolConfig, parse_spool, state_directory
 from collectors.base import GpuwatchError
 from collectors.billing.registry import PROVIDERS
+from collectors.limits import LIMIT_KEYS, ScrapeLimits
 
 DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
 DEFAULT_LISTEN = "127.0.0.1:9877"
@@ -84,6 +86,7 @@ class TargetConfig:
     # Which GPUs serve this target: its systemd unit or container, or explicit GPUs (index/UUID).
     unit: str | None = None
     gpus: tuple[str, ...] = ()
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)  # agent.config.limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +341,7 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     out: list[TargetConfig] = []
     names: set[str] = set()
     allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
-               "timeout", "max_response_bytes", "unit", "gpus"}  # fmt: skip
+               "timeout", "max_response_bytes", "unit", "gpus", *LIMIT_KEYS}  # fmt: skip
     for i, item in enumerate(r.array(top, "targets")):
         path = f"targets[{i}]"
         t = r.table(item, path, allowed)
@@ -361,9 +364,11 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
         cap = r.number(t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True)
         unit = r.optional_string(t, f"{path}.unit")
         gpus = _gpu_list(r, t, f"{path}.gpus")
+        limits = parse_limits(r, t, path)
         if name is not None and url is not None:
             names.add(name)
-            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus))
+            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus,
+                                    limits))  # fmt: skip
     return tuple(out)
 
 

@@ -67,6 +67,7 @@ def target_spec(target: TargetConfig) -> TargetSpec:
         timeout_seconds=target.timeout_seconds,
         max_bytes=target.max_response_bytes,
         bearer_token=target.bearer_token.reveal() if target.bearer_token else None,
+        limits=target.limits,
     )
 
 

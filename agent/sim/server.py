@@ -13,6 +13,7 @@ Modes (``server.mode``, settable at any time):
   Content-Length;
 - "slow": the normal answer after ``slow_seconds``;
 - "404" / "500": that status.
+``rewrite`` (a function of the body) makes any other hostile answer.
 With ``token`` set, a request without ``Authorization: Bearer <token>`` gets 401 first.
 Answers are HTTP/1.0 (the connection closes after each), so no socket outlives a test.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -71,6 +72,9 @@ class EngineServer:
         self.oversized_bytes = oversized_bytes
         self.multiprocess = multiprocess
         self.priority = priority
+        # A hostile or broken engine: each answer's body goes through this first (settable
+        # at any time; the bad-input tests add NaN, huge label sets, repeated families).
+        self.rewrite: Callable[[str], str] | None = None
         self._recorded: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -204,6 +208,8 @@ class _Handler(BaseHTTPRequestHandler):
             body, ctype = sim._body(self.headers.get("Accept", ""), query)
             if sim.mode == "malformed":
                 body += _MALFORMED
+            if sim.rewrite is not None:
+                body = sim.rewrite(body)
             self._send(200, ctype, body.encode())
 
     def _plain(self, status: int, text: str, headers: tuple[tuple[str, str], ...] = ()) -> None:

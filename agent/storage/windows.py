@@ -25,6 +25,7 @@ from agent.storage.series_math import (
 )
 
 QUANTILES = (0.5, 0.95, 0.99)
+Window = dict[str, list[tuple[datetime, float]]]  # canonical labels JSON -> points
 
 
 class WindowSource(Protocol):
@@ -47,6 +48,41 @@ class HistogramWindow:
     count: float
     quantiles: Mapping[float, float | None]
     segments: tuple[Segment, ...]
+
+
+class ReadOnce:
+    """One evaluation's window reads over a host: each (metric, start, end) is asked of the
+    source once, for the whole host, and filtered here by the rest of the match.
+
+    The alert inputs ask per target and model (a histogram window each); a store read per pair
+    made a tick's cost grow with the pairs times the series ever stored of the metric."""
+
+    def __init__(self, source: WindowSource, host: str) -> None:
+        self.source = source
+        self.host = host
+        self._read: dict[tuple[str, datetime, datetime], Window] = {}
+        self._labels: dict[str, dict[str, str]] = {}
+
+    def window(
+        self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
+    ) -> Window:
+        if match.get("host") != self.host:
+            return self.source.window(metric, start, end, match)
+        key = (metric, start, end)
+        if key not in self._read:
+            self._read[key] = self.source.window(metric, start, end, {"host": self.host})
+        rest = [(k, v) for k, v in match.items() if k != "host"]
+        return {
+            labels: points
+            for labels, points in self._read[key].items()
+            if all(self._decoded(labels).get(k) == v for k, v in rest)
+        }
+
+    def _decoded(self, labels: str) -> dict[str, str]:
+        found = self._labels.get(labels)
+        if found is None:
+            found = self._labels[labels] = json.loads(labels)
+        return found
 
 
 def counter_increase(

@@ -12,11 +12,26 @@ from dataclasses import dataclass
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from collectors.limits import LimitExceeded
+
 Row = tuple[Mapping[str, str], float]
 
 
 class ExpositionError(ValueError):
     """The body is not valid Prometheus text exposition."""
+
+
+def _merge(families: dict[str, Metric], again: Metric) -> None:
+    """A second block of a family: its samples join the first's when the types agree."""
+    first = families.get(again.name)
+    if first is None:  # a family nobody reads, seen twice: nothing to keep
+        return
+    if first.type != again.type:
+        raise ExpositionError(
+            f"family {again.name} appears twice with different types"
+            f" ({first.type} and {again.type})"
+        )
+    first.samples.extend(again.samples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,18 +46,34 @@ class Exposition:
     all_names: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, text: str, keep: Callable[[str], bool] | None = None) -> Exposition:
+    def parse(
+        cls,
+        text: str,
+        keep: Callable[[str], bool] | None = None,
+        check: Callable[[str, Mapping[str, str]], None] | None = None,
+    ) -> Exposition:
         """``keep``: which families to hold on to; the others are dropped as they are parsed,
         so two 150 KB bodies parsed at once do not hold every sample of both (vLLM exposes
-        a dozen histograms nobody maps: most of a body's samples)."""
+        a dozen histograms nobody maps: most of a body's samples). ``check(name, labels)``
+        sees every sample of every family and may raise (the per-target label limits).
+
+        A family that appears twice (two blocks, not adjacent) is merged when both blocks
+        have one type, and refused when they differ: never half-read."""
         families: dict[str, Metric] = {}
         names: set[str] = set()
         try:
             for family in text_string_to_metric_families(text):
+                if check is not None:
+                    for sample in family.samples:
+                        check(sample.name, sample.labels)
+                if family.name in names:
+                    _merge(families, family)
                 names.add(family.name)
-                if keep is None or keep(family.name):
+                if (keep is None or keep(family.name)) and family.name not in families:
                     families[family.name] = family
         except (ValueError, IndexError, KeyError, TypeError) as exc:
+            if isinstance(exc, ExpositionError | LimitExceeded):
+                raise
             # prometheus_client raises ValueError mostly, but not only, on a broken line.
             raise ExpositionError(f"not Prometheus text format: {exc}") from exc
         return cls(families, frozenset(names))
