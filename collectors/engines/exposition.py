@@ -21,6 +21,18 @@ class ExpositionError(ValueError):
     """The body is not valid Prometheus text exposition."""
 
 
+def _no_duplicates(family: Metric) -> None:
+    """A series twice in one body would be counted twice (Prometheus refuses the sample as a
+    duplicate); checked for the families a mapper reads, which are few."""
+    seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+    for sample in family.samples:
+        key = (sample.name, frozenset(sample.labels.items()))
+        if key in seen:
+            shown = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            raise ExpositionError(f"duplicate sample {sample.name}{{{shown:.200}}} in the body")
+        seen.add(key)
+
+
 def _merge(families: dict[str, Metric], again: Metric) -> None:
     """A second block of a family: its samples join the first's when the types agree."""
     first = families.get(again.name)
@@ -71,6 +83,8 @@ class Exposition:
                 names.add(family.name)
                 if (keep is None or keep(family.name)) and family.name not in families:
                     families[family.name] = family
+            for family in families.values():
+                _no_duplicates(family)
         except (ValueError, IndexError, KeyError, TypeError) as exc:
             if isinstance(exc, ExpositionError | LimitExceeded):
                 raise

@@ -65,7 +65,7 @@ def config_file(
         f'host = "box"\ndatabase_url = "{db_url}"\n'
         f'[[rates]]\ngpu = "{GPU}"\nusd_per_hour = 2.00\n'
         f'[[targets]]\nname = "good"\nurl = "{good.url}"\ngpus = ["0"]\n'
-        f'[[targets]]\nname = "hostile"\nurl = "{hostile.url}"\ngpus = ["0"]\n'
+        f'[[targets]]\nname = "hostile"\nurl = "{hostile.url}"\ngpus = ["0"]\nengine = "vllm"\n'
     )
     upgrade_database(db_url)
     return path
@@ -179,8 +179,32 @@ def many_models(body: str) -> str:
             replacing(r'model_name="bad-model"', "l" * 300 + '="v",model_name="bad-model"'),
             "label_name_length_limit exceeded (metric: vllm:",
         ),
+        (
+            replacing(r"^(vllm:num_requests_running\{[^}]*\} \S+)$", r"\1\n\1"),
+            "duplicate sample vllm:num_requests_running{",
+        ),
+        (
+            lambda body: (
+                body + "# TYPE vllm:num_requests_running counter\n"
+                'vllm:num_requests_running_total{engine="9",model_name="bad-model"} 3\n'
+            ),
+            "family vllm:num_requests_running appears twice with different types",
+        ),
+        (lambda body: "", "configured engine vllm but no vllm metrics"),
+        (lambda body: "# HELP x\n" * 200_000, "configured engine vllm but no vllm metrics"),
+        (lambda body: body.replace("vllm:", "sglang:"), "configured engine vllm but no vllm"),
     ],
-    ids=["sample_limit", "label_value_length", "label_limit", "label_name_length"],
+    ids=[
+        "sample_limit",
+        "label_value_length",
+        "label_limit",
+        "label_name_length",
+        "duplicate_series",
+        "family_of_two_types",
+        "empty_body",
+        "comments_only",
+        "another_engine",
+    ],  # fmt: skip
 )
 def test_a_target_over_a_limit_fails_alone_with_the_limit_named(
     rewrite: Callable[[str], str],
