@@ -1,8 +1,9 @@
 """Inhibition, as Alertmanager's inhibit/ package does it: a firing source alert mutes targets.
 
-The point on a GPU box: when the collector is blind (CollectorDown: NVML hung, driver/library
-mismatch) every GPU and engine alert on that host is a consequence, not news, and paging for
-each of them buries the one alert that says what is wrong.
+The point on a GPU box: when NVML is blind (CollectorDown: NVML hung, driver/library mismatch)
+every GPU alert on that host is a consequence, not news, and paging for each of them buries the
+one alert that says what is wrong; when an engine cannot be scraped, its serving alerts are.
+Each source mutes only what it really hides.
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ class InhibitRule:
         return all(source.get(n, "") == target.get(n, "") for n in self.equal)
 
 
-_GPU_AND_ENGINE = "Gpu.*|Target.*|Latency.*|Queue.*|KvCache.*|Vram.*"
+_GPU = "Gpu.*|Vram.*"
 _ENGINE_SERVING = "Latency.*|Queue.*|KvCache.*"
 
 DEFAULT_INHIBIT_RULES: tuple[InhibitRule, ...] = (
-    # A blind collector reports nothing (or zeros), so GPU and engine alerts on that host are
-    # noise until it sees again; other hosts are unaffected, hence equal on host.
-    InhibitRule({ALERTNAME: "CollectorDown"}, {ALERTNAME: _GPU_AND_ENGINE}, ("host",)),
+    # Blind NVML reports nothing (or zeros), so the host's GPU alerts are noise until it sees
+    # again; its engines are scraped apart and still seen, so their alerts stay, and other
+    # hosts are unaffected (equal on host). Scoped to what NVML observes: an alert NVML still
+    # reports (a GPU at 95 C) is never muted by an engine's trouble.
+    InhibitRule({ALERTNAME: "CollectorDown", "collector": "nvml"}, {ALERTNAME: _GPU}, ("host",)),
     # An engine that cannot be scraped has no fresh latency, queue or KV-cache numbers: say
     # "target down" once, not once per derived symptom, and only for that target.
     InhibitRule({ALERTNAME: "TargetDown"}, {ALERTNAME: _ENGINE_SERVING}, ("host", "target")),

@@ -133,8 +133,11 @@ _DEFAULTS = (
         intervals=3.0,
     ),
     # anchors 4.2 "Exporter down / stale" (1-2 m, critical) and 4.3 "Engine down" (LLMKube 1 m).
+    # 5m, not anchors' 1-2 m: a redeploy (image pull, a large model's load) takes minutes and
+    # is not news; gpuwatch_target_up shows the scrape failing at once. A target's failure is
+    # this alert, never CollectorDown (which is the host's own collectors: NVML).
     _rule(
-        "TargetDown", "2m", _C,
+        "TargetDown", "5m", _C,
         "An inference engine or exporter target cannot be scraped.",
         "Target down ({where}) for {for}",
     ),

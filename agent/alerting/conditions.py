@@ -19,6 +19,7 @@ from alerts.rules import RuleSpec
 from collectors.base import Sample
 
 NVML = "nvml"
+TARGET_COLLECTOR = "target/"  # a scrape target's collector: "target/<name>"
 GPU_LABELS = ("host", "gpu_uuid", "gpu_index", "mig_instance")
 ENGINE_LABELS = ("host", "target", "model")
 
@@ -182,12 +183,18 @@ def gpu_hardware_errors(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] 
 
 
 def collector_down(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
-    """Always evaluated: this is the alert about being blind, it cannot depend on seeing."""
+    """Always evaluated: this is the alert about being blind, it cannot depend on seeing.
+    The host's own collectors only (NVML): a scrape target that fails is TargetDown, with its
+    own ``for``, so a redeploy does not page as a blind host. A collector that was failing
+    when the daemon stopped counts from its last success before that (or its first stored
+    failure), so a restart neither resolves nor re-fires the alert."""
     intervals = _threshold(spec, "intervals") or 3.0
     out = []
     for name, ok in sorted(inputs.collector_success.items()):
+        if name.startswith(TARGET_COLLECTOR):
+            continue
         last = inputs.collector_last_success.get(name)
-        since = last if last is not None else inputs.started_at
+        since = last if last is not None else inputs.failing_since.get(name, inputs.started_at)
         # Rounded, as ticks jitter: 29.9 s after the last success at 10 s is three misses.
         missed = int(_seconds_between(inputs.now, since) / inputs.interval_seconds + 0.5)
         if not ok and missed >= intervals:

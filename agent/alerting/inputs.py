@@ -54,6 +54,9 @@ class AlertInputs:
     latest: tuple[Sample, ...] = ()  # the last round's samples, health and derived included
     collector_last_success: Mapping[str, datetime | None] = field(default_factory=dict)
     collector_success: Mapping[str, bool] = field(default_factory=dict)
+    # Collectors failing since before this process started and never successful: since when
+    # (their first stored failure), so a restart does not restart the count.
+    failing_since: Mapping[str, datetime] = field(default_factory=dict)
     billed_gpus: frozenset[str] = frozenset()  # gpu_uuid of GPUs with an hourly rate
     gpu_hourly_usd: Mapping[str, float] = field(default_factory=dict)
     gpu_targets: Mapping[str, frozenset[str]] = field(default_factory=dict)  # gpu_uuid -> targets
@@ -97,6 +100,7 @@ def gather(
     rules: Mapping[str, RuleSpec] = DEFAULT_RULES,
     started_at: datetime | None = None,
     baselines: Baselines | None = None,
+    failing_since: Mapping[str, datetime] | None = None,
 ) -> AlertInputs:
     """The inputs for evaluating ``rules`` at ``now`` after ``round_`` (already stored).
 
@@ -121,6 +125,7 @@ def gather(
         latest=latest,
         collector_last_success=last,
         collector_success=success,
+        failing_since=failing_since or {},
         billed_gpus=frozenset(prices),
         gpu_hourly_usd=prices,
         gpu_targets=_gpu_targets(latest),

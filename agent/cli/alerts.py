@@ -11,7 +11,7 @@ import argparse
 import getpass
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,8 +24,9 @@ from agent.reporting import json_text
 from agent.storage.db import open_database
 from agent.storage.spool import peek
 from alerts.duration import DurationError, format_duration, parse_duration
-from alerts.model import AlertState, State
-from alerts.silence import Silence, SilenceState, parse_matcher
+from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
+from alerts.model import AlertKey, AlertState, State
+from alerts.silence import Silence, SilenceState, parse_matcher, silenced_by
 from collectors.base import GpuwatchError
 
 _SHOWN = (State.FIRING, State.PENDING)
@@ -73,6 +74,7 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
         with engine.connect() as conn:
             scoped = alert_store.all_states(conn)
             undelivered = alert_store.outbox_rows(conn, status=alert_store.PENDING)
+            silences = alert_store.load_silences(conn)
     except OperationalError:
         if spooling and args.json:
             print(json_text.dumps({"spooling": spooling}, indent=2))
@@ -81,16 +83,41 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
         engine.dispose()
     shown = [(scope, s) for scope, s in scoped if s.state in _SHOWN]
     shown.sort(key=lambda item: (item[1].state is not State.FIRING, item[1].key))
+    muted = _muted([s for _, s in scoped], silences, now)
     if args.json:
         body = {
-            "alerts": [_alert_json(scope, s, now) for scope, s in shown],
+            "alerts": [
+                {**_alert_json(scope, s, now), "muted_by": muted.get(s.key)} for scope, s in shown
+            ],  # fmt: skip
             "undelivered_notifications": len(undelivered),
             "spooling": spooling,
         }
         print(json_text.dumps(body, indent=2))
         return 0
-    print("\n".join(_alert_table(shown, now, len(undelivered))))
+    print("\n".join(_alert_table(shown, now, len(undelivered), muted)))
     return 0
+
+
+def _muted(
+    states: Sequence[AlertState], silences: Sequence[Silence], now: datetime
+) -> dict[AlertKey, str]:
+    """What mutes each alert, as the daemon's notification plan decides it (alerts.dedup): a
+    silence (its id) or a firing alert that inhibits it; absent when nothing does."""
+    firing = [_alert_labels(s) for s in states if s.state is State.FIRING]
+    out: dict[AlertKey, str] = {}
+    for state in states:
+        labels = _alert_labels(state)
+        ids = silenced_by(labels, silences, now)
+        source = inhibited_by(labels, firing, DEFAULT_INHIBIT_RULES)
+        if ids:
+            out[state.key] = "silence " + ", ".join(ids)
+        elif source is not None:
+            out[state.key] = f"inhibited by {source}"
+    return out
+
+
+def _alert_labels(state: AlertState) -> dict[str, str]:
+    return {**state.key.label_map(), ALERTNAME: state.key.rule}
 
 
 def _spooling(config: Config, now: datetime) -> str | None:
@@ -126,7 +153,12 @@ def _alert_json(scope: str, state: AlertState, now: datetime) -> dict[str, Any]:
     }
 
 
-def _alert_table(shown: Sequence[tuple[str, AlertState]], now: datetime, waiting: int) -> list[str]:
+def _alert_table(
+    shown: Sequence[tuple[str, AlertState]],
+    now: datetime,
+    waiting: int,
+    muted: Mapping[AlertKey, str],
+) -> list[str]:
     if not shown:
         lines = ["No alerts firing or pending."]
     else:
@@ -135,6 +167,8 @@ def _alert_table(shown: Sequence[tuple[str, AlertState]], now: datetime, waiting
             since = s.fired_at if s.state is State.FIRING else s.active_at
             age = format_duration(round((now - since).total_seconds())) if since else "?"
             summary = s.annotations.get("summary") or _labels(s)
+            if s.key in muted:
+                summary += f"  [muted: {muted[s.key]}]"
             lines.append(
                 f"{s.state.value:<8} {s.severity.value:<9} {age:>8}  {s.key.rule:<20} {summary}"
             )

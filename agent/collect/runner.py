@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -91,6 +91,13 @@ class CollectorRunner:
             outcomes[c.name] = self._await(c, start, future)
         runs = tuple(self._record(c, now, outcomes[c.name]) for c in self.collectors)
         return Round(ts=now, runs=runs, derived=tuple(self._health(runs, now)))
+
+    def remember(self, last_success: Mapping[str, datetime]) -> None:
+        """Last successes from before this process (collectors failing when it last stopped),
+        so "missed collections" and the exposed last-success time go on across a restart."""
+        for name, at in last_success.items():
+            self._last_success.setdefault(name, at)
+            self._failing.add(name)  # already failing: no "failed" line again at the first run
 
     def close(self) -> None:
         if self._pool is not None:

@@ -108,11 +108,25 @@ class App:
     # rounds (agent.alerting.recent) and the baselines they last read.
     recent: RecentWindows | None = None
     baselines: StoredBaselines | None = None
+    # Collectors failing when the daemon last stopped and never successful: since when.
+    failing_since: dict[str, datetime] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rules, interval = self.alerting.rules, self.config.daemon.interval_seconds
         self.recent = self.recent or outage_memory(rules, interval)
         self.baselines = self.baselines or StoredBaselines(self.engine)
+        self._resume_failures()
+
+    def _resume_failures(self) -> None:
+        """Collectors that were failing when the daemon stopped go on failing from then, not
+        from this start: a restart must neither resolve CollectorDown nor fire it again."""
+        names = [c.name for c in self.runner.collectors]
+        try:
+            failing = self.store.failing_at_stop(names)
+        except SQLAlchemyError:  # the database is away at start: counted from now, as before
+            return
+        self.runner.remember({n: ok for n, (ok, _) in failing.items() if ok is not None})
+        self.failing_since = {n: first for n, (ok, first) in failing.items() if ok is None}
 
     @classmethod
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
@@ -225,7 +239,8 @@ class App:
         rules = self.alerting.rules
         try:
             inputs = gather(self.store, round_, self.config, now, rules=rules,
-                            started_at=self.started_at, baselines=self.baselines)  # fmt: skip
+                            started_at=self.started_at, baselines=self.baselines,
+                            failing_since=self.failing_since)  # fmt: skip
             found, evaluated = conditions(rules, inputs)
             _, plan = self.alerting.evaluate(found, evaluated, now)
         except SQLAlchemyError as exc:
@@ -247,7 +262,8 @@ class App:
         rules = self.alerting.rules
         baselines = self.baselines.remembered
         inputs = gather(self.recent, round_, self.config, now, rules=rules,
-                        started_at=self.started_at, baselines=baselines)  # fmt: skip
+                        started_at=self.started_at, baselines=baselines,
+                        failing_since=self.failing_since)  # fmt: skip
         found, evaluated = conditions(rules, inputs)
         try:
             _, plan = self.alerting.evaluate_offline(found, evaluated, now)

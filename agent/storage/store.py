@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, Insert, delete, insert, select, tuple_
+from sqlalchemy import Connection, Engine, Insert, delete, func, insert, select, tuple_
 
 from agent.collect.runner import CollectorRun, Round
 from agent.storage import raw
@@ -197,6 +197,28 @@ class Store:
         return {
             sid: lj for sid, lj in rows if all(json.loads(lj).get(k) == v for k, v in match.items())
         }
+
+    def failing_at_stop(
+        self, collectors: Sequence[str]
+    ) -> dict[str, tuple[datetime | None, datetime]]:
+        """Of ``collectors``, those whose latest stored run of this host failed: (their last
+        success, or None; their first failure after it). Index lookups per collector."""
+        c = collector_runs.c
+        out: dict[str, tuple[datetime | None, datetime]] = {}
+        with self.engine.connect() as conn:
+            for name in collectors:
+                mine = (c.host == self.host, c.collector == name)
+                latest = conn.execute(
+                    select(c.success).where(*mine).order_by(c.ts.desc()).limit(1)
+                ).scalar()
+                if latest is None or latest:
+                    continue
+                ok = conn.execute(select(func.max(c.ts)).where(*mine, c.success == 1)).scalar()
+                after = (c.ts > ok,) if ok is not None else ()
+                first = conn.execute(select(func.min(c.ts)).where(*mine, *after)).scalar()
+                if first is not None:  # there is one: the latest run is a failure after ``ok``
+                    out[name] = (ok, first)
+        return out
 
     def collector_runs(self, collector: str | None = None) -> list[dict[str, object]]:
         """Stored collector runs of this host, oldest first."""

@@ -131,20 +131,33 @@ def test_a_gpu_whose_model_is_loading_stays_quiet_until_the_warm_up_is_over() ->
 
 
 def test_a_collector_fires_after_the_missed_intervals_and_not_before() -> None:
-    def scrape(ok: bool, last: datetime | None, started: datetime) -> AlertInputs:
+    def nvml(ok: bool, last: datetime | None, started: datetime, **since: datetime) -> AlertInputs:
         return inputs(
-            collector_success={"nvml": True, "target/llm": ok},
-            collector_last_success={"nvml": T, "target/llm": last},
+            collector_success={"nvml": ok, "target/llm": True},
+            collector_last_success={"nvml": last, "target/llm": T},
             started_at=started,
+            failing_since=since,
         )
 
-    assert fired("CollectorDown", scrape(False, ago(20), ago(3600))) == []  # two misses
-    [down] = fired("CollectorDown", scrape(False, ago(29.8), ago(3600)))  # three, with jitter
+    assert fired("CollectorDown", nvml(False, ago(20), ago(3600))) == []  # two misses
+    [down] = fired("CollectorDown", nvml(False, ago(29.8), ago(3600)))  # three, with jitter
     assert down.value == 3.0
-    [never] = fired("CollectorDown", scrape(False, None, ago(40)))
+    [never] = fired("CollectorDown", nvml(False, None, ago(40)))
     assert never.annotations["last_success"] == "never"
-    assert fired("CollectorDown", scrape(False, None, ago(10))) == []  # just started
-    assert fired("CollectorDown", scrape(True, T, ago(3600))) == []
+    assert fired("CollectorDown", nvml(False, None, ago(10))) == []  # just started
+    assert fired("CollectorDown", nvml(True, T, ago(3600))) == []
+    # Failing since before a restart 10 s ago: still down, no fresh count from the start.
+    [still] = fired("CollectorDown", nvml(False, None, ago(10), nvml=ago(600)))
+    assert still.value == 60.0
+
+
+def test_a_failing_target_is_target_down_never_collector_down() -> None:
+    failing = inputs(
+        collector_success={"nvml": True, "target/llm": False},
+        collector_last_success={"nvml": T, "target/llm": ago(3600)},
+        started_at=ago(7200),
+    )
+    assert fired("CollectorDown", failing) == []
 
 
 def test_a_target_that_is_not_up_is_target_down() -> None:

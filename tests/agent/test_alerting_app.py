@@ -10,12 +10,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from agent.collect.runner import Round
 from agent.config.settings import load_config
 from agent.daemon.app import App
 from agent.sim import EngineServer, Traffic
 from agent.storage.db import upgrade_database
+from migrations.schema import alert_history
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
@@ -186,3 +188,66 @@ def _has(alert: dict[str, object], labels: dict[str, str]) -> bool:
     shown = alert["labels"]
     assert isinstance(shown, dict)
     return all(shown.get(k) == v for k, v in labels.items())
+
+
+# -- a failing target next to a hot GPU; a restart while NVML is missing -------------------
+
+
+def hot(celsius: int) -> FakeNvmlConfig:
+    return FakeNvmlConfig(
+        gpus=(FakeGpu(uuid=GPU, util=85, used=60 * GiB, temp_c=celsius),),
+        processes=(FakeProcess(gpu=0, pid=100, mem=60 * GiB),),
+    )
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_failing_target_never_mutes_a_hot_gpu_in_slack_or_alertmanager(
+    tmp_path: Path,
+    db_url: str,
+    fake_nvml: FakeNvml,
+    loopback: Loopback,  # noqa: F811
+    alertmanager: str,  # noqa: F811
+) -> None:
+    loopback.reply(HOOK, Reply(200, "ok"))
+    fake_nvml.write(hot(95))
+    notify = (
+        f'[notify.slack]\nwebhook_url_env = "HOOK"\n[notify.alertmanager]\nurl = "{alertmanager}"\n'
+    )
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
+    for box in open_box(tmp_path, db_url, notify, {"HOOK": loopback.url + HOOK}, start):
+        box.sink = loopback
+        box.engine.mode = "500"  # the engine is being redeployed, for 6 minutes
+        box.run(timedelta(minutes=6))
+        texts = box.texts()
+        assert any(t.startswith("[FIRING") and "GpuHot" in t for t in texts)
+        assert not any("CollectorDown" in t for t in texts)  # a target is not a blind host
+        (down_at,) = [a for a, t in zip(box.arrivals, texts, strict=True) if "TargetDown" in t]
+        assert down_at >= start + timedelta(minutes=5)  # only after its `for`
+        hot_in_am = [a for a in listed(alertmanager) if _has(a, {"alertname": "GpuHot"})]
+        assert hot_in_am and hot_in_am[0]["status"]["state"] == "active"  # not inhibited
+
+
+def test_a_restart_while_nvml_is_missing_resolves_nothing(
+    tmp_path: Path,
+    db_url: str,
+    fake_nvml: FakeNvml,  # nothing written: NVML is missing throughout
+    loopback: Loopback,  # noqa: F811
+) -> None:
+    loopback.reply(HOOK, Reply(200, "ok"))
+    notify = '[notify.slack]\nwebhook_url_env = "HOOK"\n'
+    env = {"HOOK": loopback.url + HOOK}
+    now = T0
+    for box in open_box(tmp_path, db_url, notify, env, now):
+        box.sink = loopback
+        box.run(timedelta(minutes=2))
+        now = box.now
+    assert sum("CollectorDown" in t for t in box.texts()) == 1
+    for box in open_box(tmp_path, db_url, notify, env, now + timedelta(seconds=20)):
+        box.sink = loopback
+        box.run(timedelta(minutes=6))  # past the group interval a resolution would wait for
+        texts = box.texts()
+        with box.app.engine.connect() as conn:
+            history = conn.execute(select(alert_history.c.rule, alert_history.c.resolved_at))
+            rows = [tuple(r) for r in history]
+    assert [t[:9] for t in texts if "CollectorDown" in t] == ["[FIRING:1"]  # nothing new
+    assert rows == [("CollectorDown", None)]  # one episode, still open: no false resolution

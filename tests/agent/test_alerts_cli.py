@@ -62,6 +62,8 @@ def test_alerts_lists_firing_then_pending_with_their_summaries(
     firing, pending = out.splitlines()[1:3]
     assert firing.startswith("firing   critical") and "CollectorDown" in firing
     assert pending.startswith("pending  warning") and "$0.18 burnt at $3.60/h" in pending
+    assert pending.endswith("[muted: inhibited by CollectorDown]")  # blind NVML hides it
+    assert "muted" not in firing
 
     code, out, _ = run(capsys, "alerts", "--json", "--config", config_path)
     body = json.loads(out)
@@ -70,6 +72,25 @@ def test_alerts_lists_firing_then_pending_with_their_summaries(
         ("GpuIdle", "pending"),
     ]
     assert body["alerts"][1]["labels"] == GPU and body["undelivered_notifications"] == 0
+    assert [a["muted_by"] for a in body["alerts"]] == [None, "inhibited by CollectorDown"]
+
+    code, out, _ = run(
+        capsys,
+        "silence",
+        "add",
+        "--match",
+        "alertname=CollectorDown",
+        "--duration",
+        "1h",
+        "--comment",
+        "driver upgrade",
+        "--config",
+        config_path,
+    )
+    assert code == 0
+    silence = out.strip()  # `silence add` prints the new silence's id
+    body = json.loads(run(capsys, "alerts", "--json", "--config", config_path)[1])
+    assert body["alerts"][0]["muted_by"] == f"silence {silence}"
 
 
 def test_no_alerts_says_so(config_path: str, capsys: pytest.CaptureFixture[str]) -> None:

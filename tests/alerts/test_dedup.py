@@ -323,8 +323,8 @@ def test_silencing_everything_after_a_send_does_not_claim_resolution() -> None:
 
 # --- inhibition -------------------------------------------------------------------------------
 
-DOWN_A = AlertKey.of("CollectorDown", {"host": "box-a"})
-DOWN_B = AlertKey.of("CollectorDown", {"host": "box-b"})
+DOWN_A = AlertKey.of("CollectorDown", {"host": "box-a", "collector": "nvml"})
+DOWN_B = AlertKey.of("CollectorDown", {"host": "box-b", "collector": "nvml"})
 
 
 def test_collector_down_inhibits_gpu_alerts_on_its_host_only() -> None:

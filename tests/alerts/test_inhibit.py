@@ -6,26 +6,33 @@ import pytest
 
 from alerts.inhibit import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_by
 
-COLLECTOR_DOWN_A = {"alertname": "CollectorDown", "host": "box-a"}
+COLLECTOR_DOWN_A = {"alertname": "CollectorDown", "host": "box-a", "collector": "nvml"}
 GPU_HOT_A = {"alertname": "GpuHot", "host": "box-a", "gpu": "0"}
 GPU_HOT_B = {"alertname": "GpuHot", "host": "box-b", "gpu": "0"}
 
 
-@pytest.mark.parametrize(
-    "alertname",
-    [
-        "GpuHot",
-        "GpuIdle",
-        "TargetDown",
-        "LatencyTtftHigh",
-        "QueueGrowing",
-        "KvCacheFull",
-        "VramHigh",
-    ],
-)
-def test_collector_down_inhibits_gpu_and_engine_alerts_on_its_host(alertname: str) -> None:
-    alert = {"alertname": alertname, "host": "box-a", "target": "t1"}
+@pytest.mark.parametrize("alertname", ["GpuHot", "GpuIdle", "GpuHardwareErrors", "VramHigh"])
+def test_blind_nvml_inhibits_the_gpu_alerts_of_its_host(alertname: str) -> None:
+    alert = {"alertname": alertname, "host": "box-a", "gpu_uuid": "GPU-1"}
     assert inhibited_by(alert, [COLLECTOR_DOWN_A], DEFAULT_INHIBIT_RULES) == "CollectorDown"
+
+
+@pytest.mark.parametrize(
+    "alertname", ["TargetDown", "LatencyTtftHigh", "QueueGrowing", "KvCacheFull"]
+)
+def test_blind_nvml_leaves_the_engines_alerts_alone(alertname: str) -> None:
+    # The engines are scraped apart from NVML: what they say is still seen.
+    alert = {"alertname": alertname, "host": "box-a", "target": "t1"}
+    assert inhibited_by(alert, [COLLECTOR_DOWN_A], DEFAULT_INHIBIT_RULES) is None
+
+
+def test_a_target_down_mutes_its_own_engine_alerts_and_never_a_gpu_alert() -> None:
+    down = {"alertname": "TargetDown", "host": "box-a", "target": "t1"}
+    mine = {"alertname": "QueueGrowing", "host": "box-a", "target": "t1", "model": "m"}
+    other = {"alertname": "QueueGrowing", "host": "box-a", "target": "t2", "model": "m"}
+    assert inhibited_by(mine, [down], DEFAULT_INHIBIT_RULES) == "TargetDown"
+    assert inhibited_by(other, [down], DEFAULT_INHIBIT_RULES) is None
+    assert inhibited_by(GPU_HOT_A, [down], DEFAULT_INHIBIT_RULES) is None
 
 
 def test_collector_down_does_not_inhibit_another_host() -> None:

@@ -17,7 +17,7 @@ EXPECTED = (
 ISSUE_RULES = {
     "GpuIdle": (1800, Severity.WARNING),
     "CollectorDown": (0, Severity.CRITICAL),
-    "TargetDown": (120, Severity.CRITICAL),
+    "TargetDown": (300, Severity.CRITICAL),
     "LatencyP99Spike": (300, Severity.WARNING),
     "QueueGrowing": (300, Severity.WARNING),
     "KvCacheSaturated": (600, Severity.WARNING),
