@@ -203,8 +203,8 @@ def _count_writes(app: App, run: Run) -> None:
     whatever layout the store writes it in."""
     write = app.store.write_round
 
-    def counted(round_: Round) -> int:
-        rows = write(round_)  # raises when the write fails: then nothing was stored
+    def counted(round_: Round, timeout: float | None = None) -> int:
+        rows = write(round_, timeout=timeout)  # raises when it fails: then nothing was stored
         stored = {(s.metric, s.label_key()) for _, s in round_.tagged_samples()}
         run.samples_written += len(stored)
         run.metrics.update(metric for metric, _ in stored)

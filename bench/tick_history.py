@@ -1,0 +1,109 @@
+"""Benchmark: does a tick get dearer as the database fills? (issue 14)
+
+    python bench/tick_history.py [--hours 24] [--every-minutes 60]
+
+The box of bench/storage.py (8 fake GPUs, 2 vLLM 0.33 targets of 2 models x 2 data-parallel
+engines, every histogram) ticked by the daemon's own App every 10 s of simulated time, with the
+minute job, over a day (bench/storage_scenario.py), on SQLite. At each checkpoint it prints the
+mean tick of the period just run (collect, store, alert inputs and evaluation) next to its
+baseline, measured then: the scrape-and-parse floor of the same bodies (a GET of each target and
+prometheus_client's parse of it, keeping the families a mapper reads, one after the other, the
+median of 15).
+
+Targets (issue 14): a tick with engines at most 3 x the floor, and no growth from the first hour
+to the last (flat within noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agent.daemon.app import App  # noqa: E402
+from bench.storage_scenario import Checkpoint, Run, hardware, run_box  # noqa: E402
+from bench.tick import fake_library  # noqa: E402
+from collectors.engines import read_by_a_mapper  # noqa: E402
+from collectors.engines.exposition import Exposition  # noqa: E402
+from collectors.scrape import ACCEPT, ScrapeCollector  # noqa: E402
+from tests.fakenvml.build import LIB_NAME, write_config  # noqa: E402
+
+RATIO_TARGET = 3.0
+FLOOR_ROUNDS = 15
+
+
+@dataclass
+class Periods:
+    """Mean tick per period, with the floor measured at its end."""
+
+    rows: list[tuple[float, float, float]] = field(default_factory=list)  # (hours, tick, floor)
+    _ticks: int = 0
+    _seconds: float = 0.0
+
+    def __call__(self, app: App, run: Run, at: Checkpoint) -> None:
+        ticks, seconds = run.ticks - self._ticks, run.tick_seconds - self._seconds
+        self._ticks, self._seconds = run.ticks, run.tick_seconds
+        hours = run.ticks * run.config.daemon.interval_seconds / 3600
+        mean, base = seconds / max(ticks, 1), floor(app)
+        self.rows.append((hours, mean, base))
+        print(
+            f"{hours:5.1f} h  {run.ticks:6d} ticks  tick mean {mean * 1e3:7.1f} ms   floor "
+            f"{base * 1e3:6.1f} ms   ratio {mean / base:4.2f}",
+            flush=True,
+        )
+
+
+def floor(app: App) -> float:
+    """GET and parse each target's body, one after the other: the median of FLOOR_ROUNDS."""
+    urls = [c.spec.url for c in app.runner.collectors if isinstance(c, ScrapeCollector)]
+    took = []
+    with httpx.Client(timeout=10) as client:
+        for _ in range(FLOOR_ROUNDS):
+            began = time.perf_counter()
+            for url in urls:
+                body = client.get(url, headers={"Accept": ACCEPT}).text
+                Exposition.parse(body, keep=read_by_a_mapper)
+            took.append(time.perf_counter() - began)
+    return statistics.median(took)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--every-minutes", type=float, default=60.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        libdir = fake_library(folder)
+        os.environ["FAKE_NVML_CONFIG"] = str(write_config(folder / "hw.txt", hardware(0, 10)))
+        ctypes.CDLL(str(libdir / LIB_NAME))  # pynvml's dlopen by soname now finds the fake
+        periods = Periods()
+        url = f"sqlite:///{folder / 'gpuwatch.db'}"
+        run_box(folder, url, args.hours, timedelta(minutes=args.every_minutes), periods, 50.0)
+        size = (folder / "gpuwatch.db").stat().st_size / 1e6
+    first, last = periods.rows[0], periods.rows[-1]
+    worst = max(tick / base for _, tick, base in periods.rows)
+    print(f"database at the end: {size:.0f} MB")
+    print(f"first period {first[1] * 1e3:.1f} ms, last {last[1] * 1e3:.1f} ms per tick "
+          f"({(last[1] / first[1] - 1) * 100:+.0f} %)")  # fmt: skip
+    verdict = "OK" if worst <= RATIO_TARGET else "OVER TARGET"
+    print(
+        f"target: tick <= {RATIO_TARGET:g} x floor in every period: worst {worst:.2f} -> {verdict}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
