@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-# Longest operators first, so that "a=~b" is a regex match and not the value "~b".
-_MATCHER = re.compile(r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*")
+# Alertmanager's parser (pkg/labels/parse.go) takes colons in names, as metric names have them.
+_LABEL_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+# Its expression: "=~" before "=", or the "~" would become part of the value.
+_MATCHER = re.compile(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(=~|=|!=|!~)\s*(.*?)\s*", re.S)
 
 
 class MatchOp(Enum):
@@ -77,20 +78,74 @@ def _compile(pattern: str) -> re.Pattern[str]:
         raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
 
 
+def parse_matchers(text: str) -> list[Matcher]:
+    """Alertmanager's ``ParseMatchers`` (pkg/labels/parse.go, its classic parser, as amtool's
+    ``--matcher`` and the web UI use it): ``{a="b", c=~"d.*"}`` or ``a=b,c!=d``; commas inside
+    quotes belong to the value. Agrees with its own test table
+    (tests/alerts/data/alertmanager_parse_matchers.json)."""
+    body = text.removeprefix("{").removesuffix("}")
+    tokens: list[str] = []
+    token: list[str] = []
+    inside_quotes = escaped = False
+    for char in body:
+        if char == "," and not inside_quotes:
+            tokens.append("".join(token))
+            token = []
+            continue
+        if char == '"':
+            if not escaped:
+                inside_quotes = not inside_quotes
+            else:
+                escaped = False
+        elif char == "\\":
+            escaped = not escaped
+        else:
+            escaped = False
+        token.append(char)
+    if "".join(token).strip():
+        tokens.append("".join(token).strip())
+    return [parse_matcher(t) for t in tokens]
+
+
 def parse_matcher(text: str) -> Matcher:
-    """``k=v``, ``k!=v``, ``k=~re``, ``k!~re``; the value may be double-quoted (amtool style)."""
+    """Alertmanager's ``ParseMatcher``: ``k=v``, ``k!=v``, ``k=~re``, ``k!~re``; the value may
+    be double-quoted. Inside it ``\\n``, ``\\"`` and ``\\\\`` are escapes, any other backslash is
+    literal, and an unescaped quote anywhere but at both ends is an error: a typo must not
+    make a silence that quietly matches nothing."""
     found = _MATCHER.fullmatch(text)
     if found is None:
         raise ValueError(
-            f"bad matcher {text!r}: expected NAME=VALUE, NAME!=VALUE, NAME=~REGEX or NAME!~REGEX"
+            f"bad matcher format: {text} (expected NAME=VALUE, NAME!=VALUE, NAME=~REGEX or "
+            "NAME!~REGEX)"
         )
-    name, op, value = found.groups()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    name, op, raw = found.groups()
+    value = _unescape(raw)
     try:
         return Matcher(name, value, MatchOp(op))
     except ValueError as exc:
         raise ValueError(f"bad matcher {text!r}: {exc}") from None
+
+
+def _unescape(raw: str) -> str:
+    quoted = raw.startswith('"')
+    body = raw[1:] if quoted else raw
+    out: list[str] = []
+    escaped = False
+    for i, char in enumerate(body):
+        if escaped:
+            escaped = False
+            out.append({"n": "\n", '"': '"', "\\": "\\"}.get(char, "\\" + char))
+        elif char == "\\" and i < len(body) - 1:
+            escaped = True
+        elif char == '"':
+            if not quoted or i < len(body) - 1:
+                raise ValueError(f"matcher value contains unescaped double quote: {raw}")
+            quoted = False
+        else:
+            out.append(char)
+    if quoted:
+        raise ValueError(f"matcher value contains unescaped double quote: {raw}")
+    return "".join(out)
 
 
 class SilenceState(Enum):

@@ -26,7 +26,7 @@ from agent.storage.spool import peek
 from alerts.duration import DurationError, format_duration, parse_duration
 from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
 from alerts.model import AlertKey, AlertState, State
-from alerts.silence import Silence, SilenceState, parse_matcher, silenced_by
+from alerts.silence import Silence, SilenceState, parse_matchers, silenced_by
 from collectors.base import GpuwatchError
 
 _SHOWN = (State.FIRING, State.PENDING)
@@ -200,7 +200,7 @@ def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
 
 def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     try:
-        matchers = [parse_matcher(m) for m in args.match]
+        matchers = [m for text in args.match for m in parse_matchers(text)]
     except ValueError as exc:
         raise CliError(f"--match: {exc}") from None
     try:
