@@ -141,9 +141,15 @@ def _holds(
     else:
         state = replace(prior, key=key, active_at=prior.active_at or now, last_true_at=now)
     state = replace(state, value=condition.value, annotations=annotations, severity=severity)
-    if state.state is State.PENDING and now - (state.active_at or now) >= spec.hold:
+    held = now - (state.active_at or now)
+    if state.state is State.PENDING and held >= spec.hold:
         state = replace(state, state=State.FIRING, fired_at=now)
         return state, Transition(key, State.FIRING, now, state)
+    if state.state is State.FIRING and held < spec.hold:
+        # ``for`` lengthened (a reload) past how long the condition has held: back to pending
+        # until it has held that long, as Prometheus does since 2026-03 (prometheus#18244).
+        state = replace(state, state=State.PENDING, fired_at=None)
+        return state, Transition(key, State.PENDING, now, state)
     return state, None
 
 

@@ -70,6 +70,6 @@ class Transition:
     """A change worth notifying: an alert started firing, or resolved."""
 
     key: AlertKey
-    to: State  # FIRING or RESOLVED
+    to: State  # FIRING, RESOLVED, or PENDING again (a firing alert whose `for` grew past it)
     at: datetime
     alert: AlertState

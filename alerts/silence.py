@@ -196,8 +196,9 @@ class Silence:
     def state(self, now: datetime) -> SilenceState:
         if now < self.starts_at:
             return SilenceState.PENDING
-        # ends_at is exclusive, as in Alertmanager: a silence expired at `now` no longer mutes.
-        return SilenceState.ACTIVE if now < self.ends_at else SilenceState.EXPIRED
+        # The end instant itself still mutes, as on Alertmanager's muting path (silence.go:
+        # expired only once EndsAt is before now).
+        return SilenceState.ACTIVE if now <= self.ends_at else SilenceState.EXPIRED
 
     def active(self, now: datetime) -> bool:
         return self.state(now) is SilenceState.ACTIVE

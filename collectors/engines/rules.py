@@ -200,7 +200,11 @@ def _sum_buckets(rows: list[Row], model_of: ModelOf) -> dict[str, dict[float, fl
     )
     for labels, value in rows:
         rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
-        children[model_of(labels)][rest][float(labels["le"])] = value
+        child = children[model_of(labels)][rest]
+        le = float(labels["le"])
+        # One bound spelled twice ("0.2" and "2e-1") is one bucket to histogram_quantile,
+        # which sums the series that share it: so do we, rather than keep the last one read.
+        child[le] = child.get(le, 0.0) + value
     out: dict[str, dict[float, float] | None] = {}
     for model, by_child in children.items():
         sets = {frozenset(les) for les in by_child.values()}

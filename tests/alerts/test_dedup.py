@@ -291,8 +291,9 @@ def test_a_silenced_group_sends_nothing_until_the_silence_ends() -> None:
     assert _alert_decision(p, A).silenced_by == ("s1",)
     assert _sent(agent.tick(T0 + H, _alert(A))) == []
     assert agent.log == {}
-    # Expired: the alert is notified then (its group_wait ran out long ago).
-    p = agent.tick(T0 + 2 * H, _alert(A))
+    # Expired (just after its end instant, which still mutes, as in Alertmanager): the alert
+    # is notified then (its group_wait ran out long ago).
+    p = agent.tick(T0 + 2 * H + S, _alert(A))
     assert _sent(p) == [(Reason.FIRST_NOTIFICATION, [A], [])]
 
 
@@ -304,7 +305,7 @@ def test_a_silenced_alert_is_left_out_and_notified_when_unsilenced() -> None:
     assert _alert_decision(p, B).reason is Reason.SILENCED
     assert agent.log[GROUP].firing == frozenset({A})
     agent.silences = (agent.silences[0].expire(T0 + H),)
-    p = agent.tick(T0 + H, _alert(A), _alert(B))
+    p = agent.tick(T0 + H + S, _alert(A), _alert(B))  # the next evaluation after the expiry
     assert _sent(p) == [(Reason.NEW_ALERTS_IN_GROUP, [A, B], [])]
 
 
@@ -315,7 +316,7 @@ def test_silencing_everything_after_a_send_does_not_claim_resolution() -> None:
     assert _group_reason(p) is Reason.SILENCED and p.notifications == () and p.log_only == ()
     assert agent.first_seen == {GROUP: T0}  # still firing, so the group lives on
     # After the silence, nothing changed for the receiver: no message until the repeat.
-    assert _group_reason(agent.tick(T0 + 2 * H, _alert(A))) is Reason.DO_NOT_NOTIFY
+    assert _group_reason(agent.tick(T0 + 2 * H + S, _alert(A))) is Reason.DO_NOT_NOTIFY
     assert _sent(agent.tick(T0 + REPEAT + S, _alert(A))) == [
         (Reason.REPEAT_INTERVAL_ELAPSED, [A], [])
     ]

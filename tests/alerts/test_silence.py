@@ -120,13 +120,13 @@ def test_silence_matches_when_all_matchers_do() -> None:
     assert not _silence("host=box-a", "gpu=3").matches(GPU1)
 
 
-def test_silence_window_is_start_inclusive_end_exclusive() -> None:
+def test_silence_window_includes_both_ends_as_alertmanager_does() -> None:
+    # silence.go getState: pending while now is before StartsAt, expired once after EndsAt.
     s = _silence("host=box-a")
     assert s.state(T0 - timedelta(seconds=1)) is SilenceState.PENDING
     assert s.active(T0)
-    assert s.active(T0 + timedelta(hours=2) - timedelta(seconds=1))
-    assert not s.active(T0 + timedelta(hours=2))
-    assert s.state(T0 + timedelta(hours=2)) is SilenceState.EXPIRED
+    assert s.active(T0 + timedelta(hours=2))
+    assert s.state(T0 + timedelta(hours=2, microseconds=1)) is SilenceState.EXPIRED
 
 
 def test_silenced_by_lists_only_active_matching_ids() -> None:
@@ -158,15 +158,16 @@ def test_expire_ends_an_active_silence_now() -> None:
     now = T0 + timedelta(minutes=10)
     expired = _silence("host=box-a").expire(now)
     assert (expired.starts_at, expired.ends_at) == (T0, now)
-    assert not expired.active(now)
-    assert silenced_by(GPU1, (expired,), now) == ()
+    later = now + timedelta(microseconds=1)  # the end instant itself still mutes
+    assert not expired.active(later)
+    assert silenced_by(GPU1, (expired,), later) == ()
 
 
 def test_expire_a_pending_silence_moves_its_start_too() -> None:
     pending = _silence("host=box-a", start=T0 + timedelta(hours=1))
     expired = pending.expire(T0)
     assert (expired.starts_at, expired.ends_at) == (T0, T0)
-    assert expired.state(T0) is SilenceState.EXPIRED
+    assert expired.state(T0 + timedelta(microseconds=1)) is SilenceState.EXPIRED
 
 
 def test_expire_twice_is_an_error() -> None:
