@@ -139,7 +139,8 @@ def _holds(
         # inactive entry): a fresh ``for`` timer and, later, a fresh notification.
         state = AlertState(key, State.PENDING, active_at=now, last_true_at=now)
     else:
-        state = replace(prior, key=key, active_at=prior.active_at or now, last_true_at=now)
+        state = replace(prior, key=key, active_at=prior.active_at or now, last_true_at=now,
+                        keep_firing_since=None)  # fmt: skip
     state = replace(state, value=condition.value, annotations=annotations, severity=severity)
     held = now - (state.active_at or now)
     if state.state is State.PENDING and held >= spec.hold:
@@ -159,23 +160,17 @@ def _cleared(
     """The condition no longer holds: drop a pending alert, resolve a firing one (unless
     keep_firing_for holds it), keep a resolved one for the retention period."""
     if prior.state is State.FIRING:
-        if _keeps_firing(spec, prior, now):
-            return prior, None
+        # keep_firing_for counts from the first evaluation the condition did not hold, as
+        # Prometheus' KeepFiringSince; a blind round (rule not evaluated) does not start it.
+        since = prior.keep_firing_since or now
+        if spec.keep_firing_for_seconds > 0 and now - since < spec.keep_firing_for:
+            return replace(prior, keep_firing_since=since), None
         resolved = replace(prior, state=State.RESOLVED, resolved_at=now)
         return resolved, Transition(prior.key, State.RESOLVED, now, resolved)
     # Prometheus deletes a resolved alert once ``ts.Sub(a.ResolvedAt) > resolvedRetention``.
     if prior.state is State.RESOLVED and prior.resolved_at and now - prior.resolved_at <= retention:
         return prior, None
     return None, None  # pending never fired, so it goes back to inactive without a word
-
-
-def _keeps_firing(spec: RuleSpec, prior: AlertState, now: datetime) -> bool:
-    # keep_firing_for counts from the last evaluation the condition held. Prometheus counts
-    # from the first evaluation it did not (KeepFiringSince), one interval later; the last
-    # true time is what a stored state already carries, and it survives blind rounds.
-    if spec.keep_firing_for_seconds <= 0 or prior.last_true_at is None:
-        return False
-    return now - prior.last_true_at < spec.keep_firing_for
 
 
 def _severity(spec: RuleSpec, condition: Condition) -> Severity:

@@ -59,10 +59,13 @@ class AlertState:
     active_at: datetime | None = None  # when the condition started holding (pending since)
     fired_at: datetime | None = None
     resolved_at: datetime | None = None
-    last_true_at: datetime | None = None  # last evaluation the condition held (keep_firing_for)
+    last_true_at: datetime | None = None  # last evaluation the condition held
     value: float | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
     severity: Severity = Severity.WARNING
+    # The first evaluation a firing alert's condition did not hold: keep_firing_for counts
+    # from here (Prometheus' KeepFiringSince); None while it holds.
+    keep_firing_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

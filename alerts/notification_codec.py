@@ -15,7 +15,7 @@ from alerts.dedup import GroupKey, Notification, Reason, SentEntry
 from alerts.model import AlertKey, AlertState
 from alerts.state_codec import from_row, to_row
 
-_TIMES = ("active_at", "fired_at", "resolved_at", "last_true_at")
+_TIMES = ("active_at", "fired_at", "resolved_at", "last_true_at", "keep_firing_since")
 
 
 def group_labels(group: GroupKey) -> str:

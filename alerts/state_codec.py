@@ -15,7 +15,7 @@ from typing import TypeVar
 from alerts.model import AlertKey, AlertState, Severity, State
 
 _E = TypeVar("_E", State, Severity)
-_TIMES = ("active_at", "fired_at", "resolved_at", "last_true_at")
+_TIMES = ("active_at", "fired_at", "resolved_at", "last_true_at", "keep_firing_since")
 
 
 def to_row(state: AlertState) -> dict[str, object]:
@@ -31,6 +31,7 @@ def to_row(state: AlertState) -> dict[str, object]:
         "value": state.value,
         "annotations": _canonical(dict(state.annotations)),
         "severity": state.severity.value,
+        "keep_firing_since": state.keep_firing_since,
     }
 
 

@@ -339,6 +339,7 @@ alert_states = Table(
     Column("value", Double, nullable=True),
     Column("annotations", Text, nullable=False),
     Column("severity", String(16), nullable=False),
+    Column("keep_firing_since", UtcDateTime(), nullable=True),  # 0009
 )
 
 # When each notification group started firing (group_wait counts from here).

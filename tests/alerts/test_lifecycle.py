@@ -137,16 +137,20 @@ def test_a_condition_flapping_during_pending_resets_the_timer() -> None:
 def test_keep_firing_for_holds_through_a_gap_then_resolves() -> None:
     box = Box(rules(for_seconds=0, keep_firing_for_seconds=120))
     box.tick(0, hot(90))
-    for t in (30, 60, 90):  # cleared, but held for 2 m after the last true evaluation
+    # Cleared, but held for 2 m from the first evaluation that did not hold (Prometheus'
+    # KeepFiringSince: 30 here, not the last true one at 0).
+    for t in (30, 60, 90):
         result = box.tick(t)
         assert result.transitions == ()
         assert result.states[HOT].state is State.FIRING
         assert result.states[HOT].value == 90
+    assert box.tick(30).states[HOT].keep_firing_since == T0 + timedelta(seconds=30)
     box.tick(100, hot(95))  # back during the hold: the same alert, no new notification
-    assert box.tick(219).states[HOT].state is State.FIRING
-    result = box.tick(220)
-    assert summary(result.transitions) == [("GpuHot", State.RESOLVED, 220)]
-    assert summary(box.sent) == [("GpuHot", State.FIRING, 0), ("GpuHot", State.RESOLVED, 220)]
+    box.tick(130)  # false again: the hold starts over from here
+    assert box.tick(249).states[HOT].state is State.FIRING
+    result = box.tick(250)
+    assert summary(result.transitions) == [("GpuHot", State.RESOLVED, 250)]
+    assert summary(box.sent) == [("GpuHot", State.FIRING, 0), ("GpuHot", State.RESOLVED, 250)]
 
 
 def test_keep_firing_for_does_not_hold_a_pending_alert() -> None:
