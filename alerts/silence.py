@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
+from alerts.regex import Matches, anchored
+
 # Alertmanager's parser (pkg/labels/parse.go) takes colons in names, as metric names have them.
 _LABEL_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # Its expression: "=~" before "=", or the "~" would become part of the value.
@@ -52,9 +54,9 @@ class Matcher:
             return actual == self.value
         if self.op is MatchOp.NOT_EQUAL:
             return actual != self.value
-        # Regexes are anchored at both ends, as Alertmanager anchors them ("^(?:" + re + ")$"):
-        # `gpu=~"1"` must not silence GPU 10 and 11.
-        found = _compile(self.value).fullmatch(actual) is not None
+        # Regexes are RE2, anchored at both ends, as Alertmanager anchors them
+        # ("^(?:" + re + ")$"): `gpu=~"1"` must not silence GPU 10 and 11.
+        found = anchored(self.value)(actual)
         return found if self.op is MatchOp.REGEX else not found
 
     def matches_empty(self) -> bool:
@@ -71,11 +73,8 @@ class Matcher:
         return f'{self.name}{self.op.value}"{escaped}"'
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)  # the re module caches compiled patterns
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+def _compile(pattern: str) -> Matches:
+    return anchored(pattern)  # RegexError is a ValueError naming the pattern
 
 
 def parse_matchers(text: str) -> list[Matcher]:
