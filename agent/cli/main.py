@@ -23,6 +23,7 @@ from agent.collect.clock import utc_now
 from agent.config.settings import Config, ConfigError, load_config
 from agent.storage.db import create_engine, is_sqlite, sqlite_path
 from collectors.base import GpuwatchError
+from collectors.redact import redact_url
 from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
 
 log = logging.getLogger("gpuwatch")
@@ -135,7 +136,8 @@ def _unreachable(args: argparse.Namespace, exc: OperationalError) -> str:
     url = make_url(config.database_url)
     where = f"{url.host or 'localhost'}:{url.port or 5432}" if url.host else str(url.database)
     cause = (str(getattr(exc, "orig", None) or exc).splitlines() or ["unknown error"])[0]
-    shown = url.render_as_string(hide_password=True)
+    # The password, and a password or token passed as a query parameter (libpq takes them).
+    shown = redact_url(url.render_as_string(hide_password=True))
     return f"{key} ({shown}): cannot reach the database at {where}: {cause}"
 
 
