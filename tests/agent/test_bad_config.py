@@ -48,6 +48,8 @@ CASES = [
     toml("timeout longer than an hour", '[[targets]]\nname = "a"\n'
          'url = "http://127.0.0.1:1/metrics"\ntimeout = "2d"\n', "targets[0].timeout",
          "at most 1h"),
+    toml("spool size NaN", "[spool]\nmax_bytes = nan\n", "spool.max_bytes",
+         "expected a finite number"),
     toml("ratio written as a percent", "[alerts.rules.GpuIdle]\nutilization_below = 3\n",
          "alerts.rules.GpuIdle.utilization_below", "a ratio from 0 to 1",
          "did you mean 0.03?"),
