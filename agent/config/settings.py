@@ -391,6 +391,11 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
             r.problem(f"{path}.name", "missing (every target needs a unique name)")
         elif name in names:
             r.problem(f"{path}.name", f"duplicate target name {name!r}")
+        elif not name.strip() or printable(name) != name:
+            # The name is the `target` label on /metrics and in every report.
+            r.problem(
+                f"{path}.name", f"expected a name without control characters, got {shown(name)}"
+            )
         if f"{path}.url" not in t:
             r.problem(f"{path}.url", "missing (the engine's /metrics URL)")
         if engine not in ENGINES:

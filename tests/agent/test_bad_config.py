@@ -97,6 +97,8 @@ CASES = [
     toml("empty host name", 'host = ""\n', "host", "expected a host name"),
     toml("host name with a control character", 'host = "box\\u001b[2J"\n', "host",
          "without control characters", "box\\x1b[2J"),
+    toml("target name with a NUL", '[[targets]]\nname = "a\\u0000b"\nurl = "http://h/m"\n',
+         "targets[0].name", "without control characters", "a\\x00b"),
     toml("key name with a bidi override", '"\\u202eytreporp" = 1\n', "\\u202eytreporp",
          "unknown key"),
     toml("a huge value quoted", f'timezone = "{"x" * 100_000}"\n', "timezone",
