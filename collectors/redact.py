@@ -25,6 +25,7 @@ HIDDEN = "***"
 _SECRET_PARAM = re.compile(r"token|key|secret|pass|pwd|sig|auth|credential|session", re.I)
 # A URL inside free text: a scheme, "://", then up to whitespace, a quote or an angle bracket.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+_TRAILING = ").,;:!?]}"
 # Fallbacks for a URL that urlsplit refuses (a bad port, an unclosed IPv6 bracket).
 _USERINFO = re.compile(r"(?<=://)[^/?#@\s]*@")
 _PARAM = re.compile(r"(?<=[?&;])([^=&;#\s]*)=([^&;#\s]*)")
@@ -48,7 +49,14 @@ def redact_url(url: str) -> str:
 
 def redact_urls(text: str) -> str:
     """``text`` with every URL in it passed through :func:`redact_url`."""
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    return _URL_IN_TEXT.sub(_in_text, text)
+
+
+def _in_text(match: re.Match[str]) -> str:
+    # Punctuation right after a URL belongs to the sentence ("(http://h/m): refused").
+    found = match.group(0)
+    url = found.rstrip(_TRAILING)
+    return redact_url(url) + found[len(url) :]
 
 
 def _authority(scheme: str, authority: str) -> str:

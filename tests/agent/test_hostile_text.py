@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,38 @@ def test_an_unreachable_database_never_shows_a_password_in_its_query(
     err = capsys.readouterr().err
     assert "s3cret" not in err and err.count("\n") == 1
     assert "(postgresql+psycopg://gw:***@127.0.0.1:1/gw?password=***&sslpassword=***)" in err
+
+
+def failing_target_config(tmp_path: Path) -> Path:
+    config = tmp_path / "gpuwatch.toml"
+    config.write_text(
+        f'database_url = "sqlite:///{tmp_path / "gw.db"}"\n[collectors.nvml]\nenabled = false\n'
+        '[[targets]]\nname = "t"\n'  # nothing listens on port 1
+        'url = "http://user:s3cret@127.0.0.1:1/metrics?token=s3cret"\n'
+    )
+    return config
+
+
+def test_a_failed_scrape_is_printed_without_the_target_s_credentials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["collect", "--once", "--config", str(failing_target_config(tmp_path))]) == 1
+    out, err = capsys.readouterr()
+    mine = [line for line in err.splitlines() if line.startswith("gpuwatch: ")]
+    assert "s3cret" not in out and mine and not any("s3cret" in line for line in mine)
+    assert "(http://user:***@127.0.0.1:1/metrics?token=***): " in out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="collectors/scrape.py (the scrape side) still puts the whole URL in CollectError, "
+    "which agent/collect/runner.py logs and stores in collector_runs.error",
+)
+def test_a_failed_scrape_is_logged_and_stored_without_the_target_s_credentials(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    main(["collect", "--once", "--config", str(failing_target_config(tmp_path))])
+    with sqlite3.connect(tmp_path / "gw.db") as conn:
+        stored = [error for (error,) in conn.execute("SELECT error FROM collector_runs")]
+    assert stored and not any("s3cret" in (error or "") for error in stored)
+    assert "s3cret" not in caplog.text

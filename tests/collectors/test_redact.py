@@ -44,6 +44,8 @@ def test_every_url_inside_free_text_is_redacted() -> None:
     out = redact_urls(text)
     assert "PASS" not in out and "SECRET" not in out
     assert "'http://u:***@h/m?token=***'" in out and "https://h2/x?sig=***" in out
+    sentence = "target t (http://u:PASS@h:1/metrics?token=SECRET): refused."
+    assert redact_urls(sentence) == "target t (http://u:***@h:1/metrics?token=***): refused."
 
 
 @pytest.mark.parametrize(
