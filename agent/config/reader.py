@@ -238,8 +238,13 @@ def _seconds(value: object) -> float:
     # A TOML number is seconds (``timeout = 2.5``: Prometheus has no fractional durations, and
     # existing files use numbers); a string must be a Prometheus duration, as everywhere else.
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise DurationError(f"expected a finite number of seconds, got {value!r}")
+        # Compared before float(): a 400-digit TOML integer does not fit in a float.
+        if value > MAX_DURATION:
+            raise DurationError(f"must be at most 100y, got {shown(value)}")
+        if value < 0:
+            raise DurationError(f"must be longer than 0, got {shown(value)}")
         return float(value)
     return parse_duration(value)
 

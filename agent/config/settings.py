@@ -234,6 +234,8 @@ def read_toml(file: Path, source: str) -> dict[str, Any]:
         raise ConfigError(source, [f"TOML syntax error: {exc}"]) from None
     except RecursionError:  # tomllib recurses once per level of nested arrays and tables
         raise ConfigError(source, ["arrays or tables nested too deeply"]) from None
+    except ValueError:  # int() refuses integers of more than 4300 digits
+        raise ConfigError(source, ["an integer too long to read (thousands of digits)"]) from None
 
 
 def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:

@@ -44,7 +44,9 @@ CASES = [
     toml("duration past 292 years", '[retention]\nraw = "99999999999999999999d"\n',
          "retention.raw", "at most 292y"),
     toml("duration as seconds past a century", "[retention]\nraw = 1e300\n", "retention.raw",
-         "must be at most 100y"),
+         "at most 100y"),
+    toml("duration as a 400-digit integer", f"[retention]\nraw = {'9' * 400}\n",
+         "retention.raw", "at most 100y", "…"),
     toml("timeout longer than an hour", '[[targets]]\nname = "a"\n'
          'url = "http://127.0.0.1:1/metrics"\ntimeout = "2d"\n', "targets[0].timeout",
          "at most 1h"),
@@ -110,6 +112,8 @@ CASES = [
          ("larger than 1 MiB",)),
     Case("nested 100,000 levels deep", b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "",
          ("nested too deeply",)),
+    Case("an integer of 5000 digits", b"host = " + b"9" * 5000 + b"\n", "",
+         ("an integer too long to read",)),
     Case("TOML syntax error", b"[daemon\ninterval_seconds = 10\n", "", ("TOML syntax error",)),
 ]  # fmt: skip
 
