@@ -47,6 +47,8 @@ ENGINES = ("auto", "vllm", "sglang", "tgi", "llamacpp", "dcgm")
 # binary), and reading it whole would cost the daemon's memory before saying so.
 MAX_FILE_BYTES = 1024 * 1024
 MAX_PROBLEM_CHARS = 300
+MAX_PROBLEMS_SHOWN = 100  # a file of 50,000 unknown keys says so in 101 lines, not 50,000
+MAX_TARGETS = 1000  # each is a scrape and an HTTP client every tick; a box serves a handful
 MIN_INTERVAL, MAX_INTERVAL = 1.0, 86400.0  # under 1 s floods the database; over a day is blind
 MAX_TIMEOUT = 3600.0  # a scrape, the database deadline, the central database
 MIN_RESPONSE_BYTES, MAX_RESPONSE_BYTES = 1024, 2**31  # a /metrics answer, 1 KiB to 2 GiB
@@ -63,7 +65,10 @@ class ConfigError(GpuwatchError):
         if len(self.problems) == 1:
             super().__init__(f"{self.source}: {self.problems[0]}")
             return
-        lines = "\n".join(f"  {self.source}: {p}" for p in self.problems)
+        shown = [f"  {self.source}: {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        if len(self.problems) > MAX_PROBLEMS_SHOWN:
+            shown.append(f"  ... and {len(self.problems) - MAX_PROBLEMS_SHOWN} more")
+        lines = "\n".join(shown)
         super().__init__(f"{len(problems)} problem(s) in {self.source}:\n{lines}")
 
 
@@ -383,7 +388,11 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     names: set[str] = set()
     allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
                "timeout", "max_response_bytes", "unit", "gpus"}  # fmt: skip
-    for i, item in enumerate(r.array(top, "targets")):
+    items = r.array(top, "targets")
+    if len(items) > MAX_TARGETS:
+        r.problem("targets", f"at most {MAX_TARGETS} targets per host, got {len(items)}")
+        return ()
+    for i, item in enumerate(items):
         path = f"targets[{i}]"
         t = r.table(item, path, allowed)
         name = r.optional_string(t, f"{path}.name")

@@ -105,6 +105,8 @@ CASES = [
          "unknown key"),
     toml("a huge value quoted", f'timezone = "{"x" * 100_000}"\n', "timezone",
          "unknown time zone"),
+    toml("2,000 targets", '[[targets]]\nname = "a"\nurl = "http://h/m"\n' * 2000,
+         "targets", "at most 1000 targets per host, got 2000"),
     Case("not UTF-8", b'host = "\xff\xfe"\n', "", ("not UTF-8 text", "at byte 8")),
     Case("binary file", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "",
          ("a binary file (a NUL byte at byte 7)",)),
@@ -232,3 +234,13 @@ max_response_bytes = 1024
     assert config.daemon.interval_seconds == 1
     assert config.retention.raw_seconds == 100 * 365 * 86400
     assert config.alerts.rules["BudgetThreshold"].thresholds["critical_fraction"] == 1.2
+
+
+def test_fifty_thousand_unknown_keys_are_counted_not_all_listed(tmp_path: Path) -> None:
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text("".join(f"key{i} = 1\n" for i in range(50_000)))
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path), {})
+    text = str(info.value)
+    assert text.startswith(f"50000 problem(s) in {path}:\n")
+    assert text.endswith("  ... and 49900 more") and text.count("\n") == 101
