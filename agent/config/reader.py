@@ -22,6 +22,7 @@ from collectors.redact import redact_url
 MAX_DURATION = 100 * 365 * 86400.0
 # The largest amount in USD a setting takes (a budget, a purchase price): a billion.
 MAX_USD = Decimal(10**9)
+MAX_SECRET_BYTES = 64 * 1024  # a token, a URL, a password: never more than a few hundred bytes
 # How much of a wrong value a problem quotes: enough to recognise it, never a whole file.
 SHOWN_CHARS = 60
 
@@ -189,10 +190,24 @@ class Reader:
         return None
 
     def _secret_file(self, key: str, file: str) -> Secret | None:
+        if "\0" in file:
+            self.problem(key, f"a file name cannot hold a NUL character, got {shown(file)}")
+            return None
         try:
-            value = Path(file).read_text(encoding="utf-8").strip()
+            # Read capped: a path such as /dev/zero must not fill the memory.
+            with Path(file).open("rb") as fh:
+                raw = fh.read(MAX_SECRET_BYTES + 1)
         except OSError as exc:
-            self.problem(key, f"cannot read {file}: {exc.strerror}")
+            self.problem(key, f"cannot read {file}: {exc.strerror or exc}")
+            return None
+        if len(raw) > MAX_SECRET_BYTES:
+            self.problem(key, f"{file} is larger than 64 KiB: not a credential")
+            return None
+        try:
+            value = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            # The reason and the place only: the bytes around it are the secret.
+            self.problem(key, f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})")
             return None
         if not value:
             self.problem(key, f"{file} is empty")

@@ -96,6 +96,15 @@ CASES = [
     toml("billing base URL that is not a URL",
          '[billing.runpod]\napi_key_env = "KEY"\nbase_url = "runpod"\n',
          "billing.runpod.base_url", "not a URL", KEY=SECRET),
+    toml("secret file name with a NUL", 'database_url_file = "a\\u0000b"\n',
+         "database_url_file", "cannot hold a NUL character"),
+    toml("secret file that never ends (/dev/zero)", '[[targets]]\nname = "a"\n'
+         'url = "http://h/m"\nbearer_token_file = "/dev/zero"\n',
+         "targets[0].bearer_token_file", "/dev/zero is larger than 64 KiB"),
+    toml("secret file that is not UTF-8", '[notify.slack]\nwebhook_url_file = "SECRETFILE"\n',
+         "notify.slack.webhook_url_file", "is not UTF-8 text (invalid start byte at byte 4)"),
+    toml("spool path with a NUL", '[spool]\npath = "a\\u0000b"\n', "spool.path",
+         "cannot hold a NUL character"),
     toml("empty host name", 'host = ""\n', "host", "expected a host name"),
     toml("host name with a control character", 'host = "box\\u001b[2J"\n', "host",
          "without control characters", "box\\x1b[2J"),
@@ -146,8 +155,10 @@ def test_bad_configuration_is_refused_with_its_key_and_exit_2(
 ) -> None:
     for name, value in case.env.items():
         monkeypatch.setenv(name, value)
+    secret_file = tmp_path / "secret"
+    secret_file.write_bytes(b"http\xff" + SECRET.encode())
     path = tmp_path / "gpuwatch.toml"
-    path.write_bytes(case.body)
+    path.write_bytes(case.body.replace(b"SECRETFILE", str(secret_file).encode()))
     before = digest(stored_database)
     capsys.readouterr()
 
