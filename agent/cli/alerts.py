@@ -27,6 +27,7 @@ from alerts.duration import DurationError, format_duration, parse_duration
 from alerts.model import AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matcher
 from collectors.base import GpuwatchError
+from collectors.printable import printable
 
 _SHOWN = (State.FIRING, State.PENDING)
 
@@ -89,7 +90,8 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
         }
         print(json.dumps(body, indent=2))
         return 0
-    print("\n".join(_alert_table(shown, now, len(undelivered))))
+    # Label values come from scraped engines: no control character reaches the terminal.
+    print(printable("\n".join(_alert_table(shown, now, len(undelivered))), keep="\n"))
     return 0
 
 
@@ -198,10 +200,11 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     print(f"{'ID':<16} {'STATE':<8} {'ENDS':<25} {'BY':<12} MATCHERS / COMMENT")
     for s in found:
         matchers = " ".join(str(m) for m in s.matchers)
-        print(
+        line = (
             f"{s.id:<16} {s.state(now).value:<8} {s.ends_at.isoformat():<25} {s.created_by:<12}"
             f" {matchers}  # {s.comment}"
         )
+        print(printable(line))
     return 0
 
 

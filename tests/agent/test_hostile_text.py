@@ -9,15 +9,21 @@ import csv
 import io
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.alerting.evaluation import Alerting
 from agent.cli.main import main
+from agent.config.settings import load_config
 from agent.reporting.digest import digest_payload
 from agent.reporting.render import FORMATS, render
+from agent.storage.db import open_database, upgrade_database
+from alerts.model import AlertKey, Condition
 from alerts.mrkdwn import escape
+from alerts.rules import DEFAULT_RULES
 from alerts.slack import render as slack_render
 from tests.agent import report_sample
 from tests.agent.digest_helpers import gpu, model
@@ -137,3 +143,27 @@ def test_a_failed_scrape_is_logged_and_stored_without_the_target_s_credentials(
         stored = [error for (error,) in conn.execute("SELECT error FROM collector_runs")]
     assert stored and not any("s3cret" in (error or "") for error in stored)
     assert "s3cret" not in caplog.text
+
+
+def test_the_alerts_command_shows_control_characters_in_labels_as_escapes(
+    tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upgrade_database(db_url)
+    monkeypatch.setenv("GPUWATCH_DATABASE_URL", db_url)
+    config = tmp_path / "gpuwatch.toml"
+    config.write_text('host = "box"\n')
+    labels = {"host": "box", "target": "t", "model": HOSTILE}
+    condition = Condition(AlertKey.of("KvCacheSaturated", labels), 0.99)
+    engine = open_database(db_url)
+    try:
+        alerting = Alerting.for_scope(
+            engine, "box", load_config(str(config)).alerts, (), DEFAULT_RULES
+        )
+        alerting.evaluate([condition], set(DEFAULT_RULES), datetime.now(UTC))
+    finally:
+        engine.dispose()
+
+    assert main(["alerts", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "KvCacheSaturated" in out and "\\u202egnp.exe" in out
+    assert not any(char in out for char in RAW)
