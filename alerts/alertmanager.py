@@ -19,6 +19,7 @@ import httpx
 from alerts.dedup import Notification
 from alerts.model import AlertState
 from alerts.notify import SendResult, alert_labels, http_url, post_json, rfc3339, starts_at
+from collectors.redact import redact_url
 
 API_PATH = "/api/v2/alerts"
 # Prometheus' --rules.alert.resend-delay default.
@@ -92,7 +93,7 @@ class AlertmanagerNotifier:
         self._generator_url = generator_url
 
     def __repr__(self) -> str:
-        return f"AlertmanagerNotifier({self.name!r}, {self._endpoint!r})"
+        return f"AlertmanagerNotifier({self.name!r}, {redact_url(self._endpoint)!r})"
 
     def send(self, notification: Notification, now: datetime) -> SendResult:
         """POST the notification's firing and resolved alerts in one request."""

@@ -6,6 +6,8 @@ Apart from :mod:`alerts.slack` so that the digest's pure formatting does not imp
 
 from __future__ import annotations
 
+from collectors.printable import printable
+
 # Slack's documented limits: a section's text, a message's text, blocks per message.
 SECTION_LIMIT = 3000
 TEXT_LIMIT = 40000
@@ -13,7 +15,9 @@ BLOCK_LIMIT = 50
 
 
 def escape(text: str) -> str:
-    """Slack's mrkdwn escaping: only &, < and > are control characters ("<!channel>")."""
+    """Slack's mrkdwn escaping: only &, < and > are control characters ("<!channel>"); other
+    control characters (NUL, bidi overrides from a scraped model name) become visible escapes."""
+    text = printable(text, keep="\n")
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -327,13 +327,64 @@ def _labels(value: object) -> dict[str, str]:
 def _threshold(key: str, value: object) -> float:
     # Durations among thresholds may be written as in Prometheus ("10m") or as seconds.
     if key.endswith("_seconds") and isinstance(value, str):
-        return parse_duration(value)
+        number: int | float = parse_duration(value)
     # bool is an int in Python; TOML's true must not pass as a number.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"expected a number, got {_kind(value)} {value!r}")
-    if not math.isfinite(value):
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {_kind(value)} {_shown(value)}")
+    elif isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {value!r}")
-    return float(value)
+    else:
+        number = value
+    _check_range(key, number)
+    return float(number)
+
+
+def _check_range(key: str, value: int | float) -> None:
+    """ValueError unless ``value`` is in the range ``key``'s kind of threshold has, with a hint
+    where the value looks written in the wrong unit (85 for the ratio 0.85)."""
+    low, high, what = _range_of(key)
+    if low <= value <= high:
+        return
+    hint = ""
+    if what == "ratio" and 1 < value <= 100:
+        hint = f"; did you mean {value / 100:g}?"
+    elif what == "fraction" and high < value <= 100 * high:
+        hint = f"; did you mean {value / 100:g}? (1.0 is the whole budget)"
+    elif what == "celsius" and high < value <= 400:
+        hint = f"; is that Fahrenheit? {value:g} F is {(value - 32) * 5 / 9:.0f} C"
+    raise ValueError(f"must be {_RANGE_TEXT[what]}, got {value!r}{hint}")
+
+
+def _range_of(key: str) -> tuple[float, float, str]:
+    if key in _RATIO_KEYS:
+        return 0.0, 1.0, "ratio"
+    if key in _FRACTION_KEYS:
+        return 0.0, 10.0, "fraction"
+    if key.startswith("celsius"):
+        return 0.0, 150.0, "celsius"
+    if key.endswith("_seconds"):
+        return 0.0, _MAX_THRESHOLD_SECONDS, "seconds"
+    return 0.0, math.inf, "count"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+# Which thresholds are ratios of something to its whole (0 to 1) and which are fractions of a
+# budget (may pass 1: "warn at 120 %"); the rest are temperatures, seconds or plain counts.
+_RATIO_KEYS = frozenset({"utilization_below", "kv_saturated", "above", "free_below"})
+_FRACTION_KEYS = frozenset({"first_fraction", "second_fraction", "critical_fraction"})
+_MAX_THRESHOLD_SECONDS = 366 * 86400.0  # a window longer than a year is no alert's
+_RANGE_TEXT = {
+    "ratio": "a ratio from 0 to 1",
+    "fraction": "a fraction of the budget from 0 to 10",
+    # A GPU's sensor reads from room temperature to about 110 C, where it shuts down.
+    "celsius": "a temperature from 0 to 150 (degrees Celsius)",
+    "seconds": "from 0 to 366d",
+    "count": "a number of at least 0",
+}
 
 
 def _kind(value: object) -> str:

@@ -22,6 +22,7 @@ from collectors.engines import ENGINES, Engine, detect, read_by_a_mapper
 from collectors.engines.exposition import Exposition, ExpositionError
 from collectors.engines.rules import Context
 from collectors.limits import LimitExceeded, NewSeries, ScrapeLimits
+from collectors.redact import redact_url, redact_urls
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 # Engines speak the classic text format; asking for it keeps vLLM <= 0.8.0 and SGLang from
@@ -139,7 +140,9 @@ class ScrapeCollector:
         return engine
 
     def _error(self, problem: str) -> CollectError:
-        return CollectError(f"target {self.target} ({self.spec.url}): {problem}")
+        # The URL may carry credentials (userinfo, ?token=): logged and stored without them.
+        url = redact_url(self.spec.url)
+        return CollectError(f"target {self.target} ({url}): {redact_urls(problem)}")
 
     def close(self) -> None:
         self._client.close()

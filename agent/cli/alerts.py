@@ -28,6 +28,7 @@ from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
 from alerts.model import AlertKey, AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matchers, silenced_by
 from collectors.base import GpuwatchError
+from collectors.printable import printable
 
 _SHOWN = (State.FIRING, State.PENDING)
 
@@ -94,7 +95,8 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
         }
         print(json_text.dumps(body, indent=2))
         return 0
-    print("\n".join(_alert_table(shown, now, len(undelivered), muted)))
+    # Label values come from scraped engines: no control character reaches the terminal.
+    print(printable("\n".join(_alert_table(shown, now, len(undelivered), muted)), keep="\n"))
     return 0
 
 
@@ -232,10 +234,11 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     print(f"{'ID':<16} {'STATE':<8} {'ENDS':<25} {'BY':<12} MATCHERS / COMMENT")
     for s in found:
         matchers = " ".join(str(m) for m in s.matchers)
-        print(
+        line = (
             f"{s.id:<16} {s.state(now).value:<8} {s.ends_at.isoformat():<25} {s.created_by:<12}"
             f" {matchers}  # {s.comment}"
         )
+        print(printable(line))
     return 0
 
 

@@ -24,6 +24,7 @@ from collectors.billing.focus import (
     read_focus,
     to_cost_records,
 )
+from collectors.printable import printable
 
 FOCUS_SOURCE = "focus"
 
@@ -55,7 +56,8 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
     if args.json:
         print(json_text.dumps(_as_json(summary, recon), indent=2))
     else:
-        print("\n".join(_table(summary, recon, args.window)))
+        # Model and host names come from scraped labels: no control character reaches the tty.
+        print(printable("\n".join(_table(summary, recon, args.window)), keep="\n"))
     return 0
 
 

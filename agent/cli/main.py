@@ -23,6 +23,8 @@ from agent.config.settings import Config, ConfigError, load_config
 from agent.reporting import json_text
 from agent.storage.db import create_engine, is_sqlite, sqlite_path
 from collectors.base import GpuwatchError
+from collectors.printable import printable
+from collectors.redact import redact_url, redact_urls
 from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
 
 log = logging.getLogger("gpuwatch")
@@ -135,7 +137,8 @@ def _unreachable(args: argparse.Namespace, exc: OperationalError) -> str:
     url = make_url(config.database_url)
     where = f"{url.host or 'localhost'}:{url.port or 5432}" if url.host else str(url.database)
     cause = (str(getattr(exc, "orig", None) or exc).splitlines() or ["unknown error"])[0]
-    shown = url.render_as_string(hide_password=True)
+    # The password, and a password or token passed as a query parameter (libpq takes them).
+    shown = redact_url(url.render_as_string(hide_password=True))
     return f"{key} ({shown}): cannot reach the database at {where}: {cause}"
 
 
@@ -173,13 +176,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
             )
     else:
         for run in round_.runs:
-            state = "ok" if run.success else f"FAILED: {run.error}"
+            state = "ok" if run.success else f"FAILED: {_error_text(run.error)}"
             took = f"{run.duration_seconds:.3f}s"
             print(f"{run.collector}: {len(run.samples)} samples in {took}, {state}")
     failed = [r for r in round_.runs if not r.success]
     for run in failed:
-        print(f"gpuwatch: collector {run.collector} failed: {run.error}", file=sys.stderr)
+        print(
+            f"gpuwatch: collector {run.collector} failed: {_error_text(run.error)}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
+
+
+def _error_text(error: str | None) -> str:
+    """A collector's error as the terminal shows it: a URL in it (a target's, a redirect's)
+    without its credentials, and no control character from a hostile answer."""
+    return printable(redact_urls(error or "unknown error"))
 
 
 def cmd_breakeven(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from collectors.base import CollectError, Collector, NoData, Sample
+from collectors.redact import redact_urls
 from collectors.values import checked
 
 log = logging.getLogger(__name__)
@@ -128,10 +129,10 @@ class CollectorRunner:
         except NoData:
             pass
         except CollectError as exc:
-            error = str(exc)
+            error = redact_urls(str(exc))  # any collector's URL, without credentials
         except Exception as exc:  # the isolation boundary: a bug in one collector spares the rest
             log.exception("collector %s raised unexpectedly", collector.name)
-            error = f"{type(exc).__name__}: {exc}"
+            error = redact_urls(f"{type(exc).__name__}: {exc}")
         return _Outcome(samples, error, self.timer() - start)
 
     def _record(self, collector: Collector, now: datetime, outcome: _Outcome) -> CollectorRun:

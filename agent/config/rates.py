@@ -23,6 +23,12 @@ PRICE_UNITS = {
     "usd_per_minute": Decimal(60),
     "usd_per_second": Decimal(3600),
 }
+_PRICE_KEYS = (*PRICE_UNITS, "usd_per_hour_instance", "purchase_usd")
+# Bounds no real price reaches (the dearest GPU hour is tens of dollars): past them a value is a
+# typo, and a month of it would overflow the ledger's NUMERIC columns.
+MAX_HOURLY = Decimal(10**6)  # per GPU-hour; a whole instance may cost 64 GPUs' worth
+MAX_KWH = Decimal(1000)
+MAX_MONTHS = 1200  # a century
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +65,27 @@ def parse_rates(r: Reader, top: dict[str, Any]) -> tuple[Rate, ...]:
 
 
 def _rate(r: Reader, t: dict[str, Any], path: str) -> Rate | None:
-    prices = {unit: r.money(t, f"{path}.{unit}") for unit in PRICE_UNITS}
+    problems_before = len(r.problems)
+    prices = {
+        unit: r.money(t, f"{path}.{unit}", MAX_HOURLY / PRICE_UNITS[unit]) for unit in PRICE_UNITS
+    }
     given = {unit: v for unit, v in prices.items() if v is not None}
-    instance = r.money(t, f"{path}.usd_per_hour_instance")
+    instance = r.money(t, f"{path}.usd_per_hour_instance", MAX_HOURLY * 64)
     purchase = r.money(t, f"{path}.purchase_usd")
-    months = r.number(t, f"{path}.amortize_months", 0, positive=True)
-    kwh = r.money(t, f"{path}.usd_per_kwh")
-    kinds = len(given) + (instance is not None) + (purchase is not None)
-    if kinds == 0 and kwh is None:
+    months = r.number(t, f"{path}.amortize_months", 0, positive=True, maximum=MAX_MONTHS)
+    kwh = r.money(t, f"{path}.usd_per_kwh", MAX_KWH)
+    # Counted from the keys written, valid or not, so that "more than one price" is said in the
+    # same pass as a wrong value of one of them.
+    kinds = sum(f"{path}.{key}" in t for key in _PRICE_KEYS)
+    if kinds == 0 and f"{path}.usd_per_kwh" not in t:
         r.problem(path, "no price: set usd_per_hour (or _minute, _second), usd_per_hour_instance, "
                         "or purchase_usd with amortize_months")  # fmt: skip
         return None
     if kinds > 1:
         r.problem(path, "more than one price; give exactly one unit")
         return None
+    if len(r.problems) > problems_before:
+        return None  # a wrong value, already reported
     if purchase is not None and not months:
         r.problem(f"{path}.amortize_months", "missing (purchase_usd is spread over it)")
         return None

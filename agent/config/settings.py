@@ -18,35 +18,65 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from agent.config.alerts import AlertsConfig, parse_alerts
 from agent.config.digest import DigestConfig, parse_digest
 from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.limits import parse_limits
+from agent.config.notify import AlertmanagerConfig as AlertmanagerConfig
+from agent.config.notify import NotifyConfig, parse_notify
+from agent.config.notify import SlackConfig as SlackConfig
+from agent.config.notify import WebhookConfig as WebhookConfig
 from agent.config.rates import Rate, parse_rates
-from agent.config.reader import Reader
+from agent.config.reader import Reader, shown
 from agent.config.secret import Secret
 from agent.config.spool import SpoolConfig, parse_spool, state_directory
 from collectors.base import GpuwatchError
 from collectors.billing.registry import PROVIDERS
 from collectors.limits import LIMIT_KEYS, ScrapeLimits
+from collectors.printable import printable
+from collectors.redact import redact_url
 
 DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
 DEFAULT_LISTEN = "127.0.0.1:9877"
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 ENGINES = ("auto", "vllm", "sglang", "tgi", "llamacpp", "dcgm")
+# A configuration is a few kilobytes; a file past a mebibyte is something else (a log, a
+# binary), and reading it whole would cost the daemon's memory before saying so.
+MAX_FILE_BYTES = 1024 * 1024
+MAX_PROBLEM_CHARS = 300
+MAX_PROBLEMS_SHOWN = 100  # a file of 50,000 unknown keys says so in 101 lines, not 50,000
+MAX_TARGETS = 1000  # each is a scrape and an HTTP client every tick; a box serves a handful
+MIN_INTERVAL, MAX_INTERVAL = 1.0, 86400.0  # under 1 s floods the database; over a day is blind
+MAX_TIMEOUT = 3600.0  # a scrape, the database deadline, the central database
+MIN_RESPONSE_BYTES, MAX_RESPONSE_BYTES = 1024, 2**31  # a /metrics answer, 1 KiB to 2 GiB
 
 
 class ConfigError(GpuwatchError):
     """The configuration has problems; ``problems`` lists each as 'key.path: what is wrong'."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  {source}: {p}" for p in problems)
-        super().__init__(f"{len(problems)} problem(s) in {source}:\n{lines}")
+        self.source = printable(source)
+        # Key names and values come from the file: a problem shows them escaped and cut, so a
+        # hostile file cannot drive the terminal or fill the journal.
+        self.problems = [_one_line(p) for p in problems]
+        if len(self.problems) == 1:
+            super().__init__(f"{self.source}: {self.problems[0]}")
+            return
+        shown = [f"  {self.source}: {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        if len(self.problems) > MAX_PROBLEMS_SHOWN:
+            shown.append(f"  ... and {len(self.problems) - MAX_PROBLEMS_SHOWN} more")
+        lines = "\n".join(shown)
+        super().__init__(f"{len(problems)} problem(s) in {self.source}:\n{lines}")
+
+
+def _one_line(problem: str) -> str:
+    text = printable(problem)
+    return text if len(text) <= MAX_PROBLEM_CHARS else text[: MAX_PROBLEM_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,37 +162,6 @@ class BudgetConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class SlackConfig:
-    webhook_url: Secret | None = None
-    token: Secret | None = None
-    channel: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AlertmanagerConfig:
-    url: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookConfig:
-    # A plain ``url`` or, where the URL itself carries a token, ``url_env`` / ``url_file``.
-    url: Secret | None = None
-    bearer_token: Secret | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NotifyConfig:
-    slack: SlackConfig = field(default_factory=SlackConfig)
-    alertmanager: AlertmanagerConfig = field(default_factory=AlertmanagerConfig)
-    webhook: WebhookConfig = field(default_factory=WebhookConfig)
-
-    @property
-    def any(self) -> bool:
-        slack = self.slack.webhook_url is not None or self.slack.token is not None
-        return slack or self.alertmanager.url is not None or self.webhook.url is not None
-
-
-@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``source`` names the file it came from, or 'built-in defaults'."""
 
@@ -214,16 +213,37 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
     if file is None:
         return _build({}, "built-in defaults", env)
     source = str(file)
+    return _build(read_toml(file, source), source, env)
+
+
+def read_toml(file: Path, source: str) -> dict[str, Any]:
+    """The file's TOML, or ConfigError with one line saying why it is none: missing,
+    unreadable, too large, binary, not UTF-8, malformed or nested too deeply."""
     try:
         with file.open("rb") as fh:
-            data = tomllib.load(fh)
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(source, ["file not found"]) from None
     except OSError as exc:
-        raise ConfigError(source, [f"cannot read: {exc.strerror}"]) from None
+        raise ConfigError(source, [f"cannot read: {exc.strerror or exc}"]) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(source, ["larger than 1 MiB: not a gpuwatch configuration"])
+    if b"\0" in raw:
+        where = raw.index(b"\0")
+        raise ConfigError(source, [f"a binary file (a NUL byte at byte {where}), not TOML text"])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"not UTF-8 text ({exc.reason} at byte {exc.start}); TOML files are UTF-8"
+        raise ConfigError(source, [reason]) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [f"TOML syntax error: {exc}"]) from None
-    return _build(data, source, env)
+    except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+        raise ConfigError(source, ["arrays or tables nested too deeply"]) from None
+    except ValueError:  # int() refuses integers of more than 4300 digits
+        raise ConfigError(source, ["an integer too long to read (thousands of digits)"]) from None
 
 
 def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
@@ -253,7 +273,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
     )
     database_url = _database_url(r, top)
     config = Config(
-        host=r.string(top, "host", socket.gethostname()),
+        host=_host(r, top),
         database_url=database_url,
         timezone=_timezone(r, top),
         daemon=_daemon(r, top),
@@ -264,7 +284,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         retention=_retention(r, top),
         billing=_billing(r, top),
         budget=_budget(r, top),
-        notify=_notify(r, top),
+        notify=parse_notify(r, top),
         alerts=parse_alerts(r, top),
         digest=parse_digest(r, top),
         fleet=parse_fleet(r, top),
@@ -277,20 +297,45 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
 
 
 def _database_url(r: Reader, top: dict[str, Any]) -> str:
+    """The database's URL; a wrong one is a problem, and the default stands in for it so the
+    rest of the file (the spool's place depends on it) is still checked."""
     # The environment wins so a password can stay out of the file (systemd EnvironmentFile).
+    url: str | None
     if r.env.get("GPUWATCH_DATABASE_URL"):
-        return r.env["GPUWATCH_DATABASE_URL"]
-    from_file = r.secret(top, "database_url")
-    url = from_file.reveal() if from_file else r.optional_string(top, "database_url")
+        key, url, where = "GPUWATCH_DATABASE_URL", r.env["GPUWATCH_DATABASE_URL"], None
+    else:
+        from_file = r.secret(top, "database_url")
+        key, where = "database_url", (from_file.source if from_file else None)
+        url = from_file.reveal() if from_file else r.optional_string(top, "database_url")
     if url is None:
         return default_database_url(r.env)
-    scheme = url.split(":", 1)[0]
-    if not scheme.startswith(("sqlite", "postgresql")):
-        r.problem(
-            "database_url",
-            f"expected a sqlite:/// or postgresql+psycopg:// URL, got {scheme}://...",
-        )
-    return url
+    problem = _database_url_problem(url)
+    if problem is None:
+        return url
+    # From a file the URL is a secret: only its scheme is shown; otherwise without credentials.
+    got = f"from {where}" if where else f"got {shown(redact_url(url))}"
+    r.problem(key, f"{problem}: expected sqlite:////path/to/gpuwatch.db or "
+                   f"postgresql+psycopg://user@host/db, {got}")  # fmt: skip
+    return default_database_url(r.env)
+
+
+def _database_url_problem(url: str) -> str | None:
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is no number
+        return "not a URL"
+    if not parsed.drivername.startswith(("sqlite", "postgresql")):
+        return f"not a SQLite or PostgreSQL URL (scheme {parsed.drivername!r})"
+    return None
+
+
+def _host(r: Reader, top: dict[str, Any]) -> str:
+    # The host is a label on every series and in every report: never empty, never a control.
+    host = r.string(top, "host", socket.gethostname())
+    if not host.strip() or printable(host) != host:
+        r.problem("host", f"expected a host name without control characters, got {shown(host)}")
+        return socket.gethostname()
+    return host
 
 
 def _timezone(r: Reader, top: dict[str, Any]) -> str:
@@ -310,11 +355,15 @@ def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
         r.problem(
             "daemon.metrics_listen", f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}"
         )
+    interval = r.number(
+        t, "daemon.interval_seconds", 10.0, positive=True,
+        minimum=MIN_INTERVAL, maximum=MAX_INTERVAL, unit=" s",
+    )  # fmt: skip
     return DaemonConfig(
-        interval_seconds=r.number(t, "daemon.interval_seconds", 10.0, positive=True),
+        interval_seconds=interval,
         metrics_listen=listen,
         database_timeout_seconds=(
-            r.duration(t, "daemon.database_timeout", 0.0)
+            r.duration(t, "daemon.database_timeout", 0.0, maximum=MAX_TIMEOUT)
             if "daemon.database_timeout" in t
             else None
         ),
@@ -342,26 +391,36 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     names: set[str] = set()
     allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
                "timeout", "max_response_bytes", "unit", "gpus", *LIMIT_KEYS}  # fmt: skip
-    for i, item in enumerate(r.array(top, "targets")):
+    items = r.array(top, "targets")
+    if len(items) > MAX_TARGETS:
+        r.problem("targets", f"at most {MAX_TARGETS} targets per host, got {len(items)}")
+        return ()
+    for i, item in enumerate(items):
         path = f"targets[{i}]"
         t = r.table(item, path, allowed)
         name = r.optional_string(t, f"{path}.name")
-        url = r.optional_string(t, f"{path}.url")
+        url = r.http_url(t, f"{path}.url")
         engine = r.string(t, f"{path}.engine", "auto")
         if name is None:
             r.problem(f"{path}.name", "missing (every target needs a unique name)")
         elif name in names:
             r.problem(f"{path}.name", f"duplicate target name {name!r}")
-        if url is None:
+        elif not name.strip() or printable(name) != name:
+            # The name is the `target` label on /metrics and in every report.
+            r.problem(
+                f"{path}.name", f"expected a name without control characters, got {shown(name)}"
+            )
+        if f"{path}.url" not in t:
             r.problem(f"{path}.url", "missing (the engine's /metrics URL)")
-        elif urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
-            r.problem(f"{path}.url", f"expected an http:// or https:// URL, got {url!r}")
         if engine not in ENGINES:
             r.problem(f"{path}.engine", f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
         token = r.secret(t, f"{path}.bearer_token")
-        timeout = r.duration(t, f"{path}.timeout", 5.0)
+        timeout = r.duration(t, f"{path}.timeout", 5.0, maximum=MAX_TIMEOUT)
         model = r.optional_string(t, f"{path}.model")
-        cap = r.number(t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True)
+        cap = r.number(
+            t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True,
+            minimum=MIN_RESPONSE_BYTES, maximum=MAX_RESPONSE_BYTES, unit=" bytes",
+        )  # fmt: skip
         unit = r.optional_string(t, f"{path}.unit")
         gpus = _gpu_list(r, t, f"{path}.gpus")
         limits = parse_limits(r, t, path)
@@ -406,7 +465,7 @@ def _billing(r: Reader, top: dict[str, Any]) -> tuple[BillingProviderConfig, ...
         if f"{path}.api_key_env" not in section and f"{path}.api_key_file" not in section:
             section[f"{path}.api_key_env"] = PROVIDERS[name].env_var  # the documented variable
         key = r.secret(section, f"{path}.api_key")
-        base_url = r.optional_string(section, f"{path}.base_url")
+        base_url = r.http_url(section, f"{path}.base_url")
         lookback = r.duration(section, f"{path}.lookback", 2 * 86400)
         if key is not None:
             out.append(BillingProviderConfig(name, key, base_url, lookback))
@@ -426,37 +485,3 @@ def _retention(r: Reader, top: dict[str, Any]) -> RetentionConfig:
 def _budget(r: Reader, top: dict[str, Any]) -> BudgetConfig:
     t = r.sub(top, "budget", {"monthly_usd"})
     return BudgetConfig(monthly_usd=r.money(t, "budget.monthly_usd"))
-
-
-def _notify(r: Reader, top: dict[str, Any]) -> NotifyConfig:
-    t = r.sub(top, "notify", {"slack", "alertmanager", "webhook"})
-    slack = r.table(
-        t.get("notify.slack", {}),
-        "notify.slack",
-        {"webhook_url_env", "webhook_url_file", "token_env", "token_file", "channel"},
-    )
-    am = r.table(t.get("notify.alertmanager", {}), "notify.alertmanager", {"url"})
-    token = r.secret(slack, "notify.slack.token")
-    channel = r.optional_string(slack, "notify.slack.channel")
-    if token is not None and channel is None:
-        r.problem(
-            "notify.slack.channel", "missing (chat.postMessage with token_env needs a channel)"
-        )
-    return NotifyConfig(
-        slack=SlackConfig(
-            webhook_url=r.secret(slack, "notify.slack.webhook_url"), token=token, channel=channel
-        ),
-        alertmanager=AlertmanagerConfig(url=r.optional_string(am, "notify.alertmanager.url")),
-        webhook=_webhook(r, t),
-    )
-
-
-def _webhook(r: Reader, t: dict[str, Any]) -> WebhookConfig:
-    keys = {"url", "url_env", "url_file", "bearer_token_env", "bearer_token_file"}
-    hook = r.table(t.get("notify.webhook", {}), "notify.webhook", keys)
-    plain = r.optional_string(hook, "notify.webhook.url")
-    hidden = r.secret(hook, "notify.webhook.url")
-    if plain is not None and hidden is not None:
-        r.problem("notify.webhook.url", "set either url or url_env / url_file, not both")
-    url = hidden or (Secret(plain, "notify.webhook.url") if plain is not None else None)
-    return WebhookConfig(url=url, bearer_token=r.secret(hook, "notify.webhook.bearer_token"))

@@ -23,6 +23,7 @@ from agent.config.reader import Reader
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 MIN_MAX_BYTES = 1024 * 1024  # a round of a big box is tens of kilobytes
+MAX_MAX_BYTES = 2**40  # a tebibyte: years of rounds; more is a typo
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,10 @@ def state_directory(environ: Mapping[str, str]) -> Path:
 def parse_spool(r: Reader, top: dict[str, Any], database_url: str) -> SpoolConfig:
     t = r.sub(top, "spool", {"path", "max_bytes"})
     path = r.optional_string(t, "spool.path")
-    size = r.number(t, "spool.max_bytes", DEFAULT_MAX_BYTES, positive=True)
+    if path is not None and "\0" in path:
+        r.problem("spool.path", "a file name cannot hold a NUL character")
+        path = None
+    size = r.number(t, "spool.max_bytes", DEFAULT_MAX_BYTES, positive=True, maximum=MAX_MAX_BYTES)
     if size < MIN_MAX_BYTES:
         r.problem("spool.max_bytes", f"must be at least {MIN_MAX_BYTES} (1 MiB), got {size:g}")
         size = DEFAULT_MAX_BYTES

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.engine import create_engine as sa_create_engine
 
 from agent.config.spool import sqlite_file
+from collectors.redact import redact_url
 from migrations.runner import assert_at_head, upgrade_to_head
 
 log = logging.getLogger(__name__)
@@ -130,5 +131,5 @@ def open_database(url: str, timeout: float = BUSY_TIMEOUT) -> Engine:
 
 
 def _safe(url: str) -> str:
-    """The URL with any password hidden, for logs and errors."""
-    return make_url(url).render_as_string(hide_password=True)
+    """The URL with any password hidden (a query's ``?password=`` too), for logs and errors."""
+    return redact_url(make_url(url).render_as_string(hide_password=True))

@@ -10,11 +10,11 @@ section is a real <table> with header cells, for screen readers and copy-paste.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 
 from agent.reporting.model import Report
 from agent.reporting.render import fields, svg
 from agent.reporting.render.sections import Layout, Section, daily_sections, sections
+from agent.reporting.render.svg import escape
 from agent.reporting.render.values import Cell, Kind, text
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"

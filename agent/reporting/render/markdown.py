@@ -11,13 +11,14 @@ from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.sections import Layout, Section, sections
 from agent.reporting.render.values import Cell, Kind, text
+from collectors.printable import printable
 
 _SPECIAL = frozenset("\\`*_[]<>|~$&#!")
 
 
 def escape(value: str) -> str:
     """Markdown-safe inline text on one line (a newline would end a table row)."""
-    flat = " ".join(value.split())
+    flat = printable(" ".join(value.split()))
     return "".join("\\" + ch if ch in _SPECIAL else ch for ch in flat)
 
 

@@ -8,21 +8,28 @@ is Okabe-Ito (distinguishable with the common colour-vision deficiencies), dashe
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from html import escape
 
 from agent.reporting.model import DailySpend, GpuDay, ModelDay
 from agent.reporting.render.values import Cell, Kind, text
+from collectors.printable import printable
 
 WIDTH = 960
 BUSY, IDLE = "#0072B2", "#D55E00"
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000")
 NO_DATA = "#d9d9d9"
 _LOW, _HIGH = (239, 243, 255), (8, 48, 107)  # the heatmap's 0 % and 100 %
+
+
+def escape(value: str) -> str:
+    """Text for HTML and SVG: markup escaped, and control characters (NUL, bidi overrides
+    from a scraped model name) shown as escapes; the report's HTML shares it."""
+    return html.escape(printable(value, keep="\n\t"))
 
 
 @dataclass(frozen=True, slots=True)

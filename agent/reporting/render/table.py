@@ -14,6 +14,7 @@ from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.sections import Column, Layout, Section, sections
 from agent.reporting.render.values import Cell, Kind, text
+from collectors.printable import printable
 
 WIDTH = 100
 INDENT = "  "
@@ -112,8 +113,9 @@ def _show(cell: Cell) -> str:
 
 def _printable(value: str) -> str:
     """Control characters from the data (an escape sequence in a model name) would drive the
-    terminal; they are shown as U+FFFD instead."""
-    return "".join(ch if ch.isprintable() else "\ufffd" for ch in value)
+    terminal; they are shown as their escapes instead, newlines and tabs included (a cell is
+    one line)."""
+    return printable(value)
 
 
 def _fit(columns: Sequence[Column], cells: list[list[str]]) -> list[int] | None:

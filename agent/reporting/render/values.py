@@ -19,6 +19,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from enum import Enum
 from typing import Any
 
+from collectors.printable import printable
+
 GIB = 2**30
 
 
@@ -115,6 +117,8 @@ def plain(cell: Cell) -> str:
     value = json_value(cell)
     if value is None:
         return ""
+    if cell.kind is Kind.TEXT:
+        return printable(str(value), keep="\n\t")
     if isinstance(value, float):
         # Through Decimal so that 1e-05 reads 0.0000 as the other formats do, never exponent form.
         return format(rounded(cell.kind, cell.value), "f")
@@ -126,6 +130,10 @@ def text(cell: Cell) -> str:
     value = rounded(cell.kind, cell.value)
     if value is None:
         return cell.missing
+    if cell.kind is Kind.TEXT:
+        # Strings from the data (scraped model names) may hold NUL or a bidi override; every
+        # human format shows them escaped (JSON keeps them, in JSON's own escapes).
+        return printable(str(value), keep="\n\t")
     speller = _TEXT.get(cell.kind)
     return speller(value) if speller else str(value)
 
