@@ -88,7 +88,7 @@ def test_gpu_lost_at_start_is_dropped_and_the_other_still_reported(
     assert after_reset == idle_series() | busy_series()
 
 
-def test_gpu_lost_while_running_is_dropped_warned_once_and_back_after_reset(
+def test_gpu_lost_while_running_is_reported_lost_warned_once_and_back_after_reset(
     fake_nvml: FakeNvml, make_collector: MakeCollector, caplog: pytest.LogCaptureFixture
 ) -> None:
     collector = make_collector()
@@ -102,7 +102,9 @@ def test_gpu_lost_while_running_is_dropped_warned_once_and_back_after_reset(
     fake_nvml.write(two_gpus())
     after_reset = series(collector.collect(NOW))
 
-    assert first == second == idle_series()
+    # NVML still answers: the lost GPU is named by its UUID and bus id, not merely dropped.
+    lost = key("gpuwatch_gpu_lost", labels(UUID1, 1), pci_bus_id="00000000:19:00.0")
+    assert first == second == idle_series() | {lost: 1.0}
     lost_warnings = [r for r in caplog.records if "GPU is lost" in r.getMessage()]
     assert len(lost_warnings) == 1
     assert after_reset == idle_series() | busy_series()
