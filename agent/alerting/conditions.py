@@ -19,6 +19,7 @@ from alerts.rules import RuleSpec
 from collectors.base import Sample
 
 NVML = "nvml"
+GPU_INFO = "gpuwatch_gpu_info"  # one per GPU read this round, from NVML or dcgm-exporter
 TARGET_COLLECTOR = "target/"  # a scrape target's collector: "target/<name>"
 GPU_LABELS = ("host", "gpu_uuid", "gpu_index", "mig_instance")
 ENGINE_LABELS = ("host", "target", "model")
@@ -78,8 +79,12 @@ def _threshold(spec: RuleSpec, name: str) -> float | None:
 
 
 def _nvml_ok(inputs: AlertInputs) -> bool:
-    # GPU rules read NVML only: no NVML this round (failed, or not configured) means unknown.
-    return inputs.collector_success.get(NVML, False)
+    """The GPU source answered this round: NVML, or, where NVML is not collecting at all
+    (``[collectors.nvml] enabled = false``), an exporter whose GPU samples arrived this round
+    (dcgm-exporter: its target down leaves none). Otherwise the GPUs are unknown."""
+    if inputs.collector_success.get(NVML, False):
+        return True
+    return NVML not in inputs.collector_success and bool(inputs.samples(GPU_INFO))
 
 
 def _targets_ok(inputs: AlertInputs) -> bool:
@@ -243,8 +248,9 @@ def _remap_conditions(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
 
 
 def gpu_lost(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] | None:
-    """A GPU read earlier no longer answers while NVML does: named by UUID and PCI bus id."""
-    if not _nvml_ok(inputs):
+    """A GPU read earlier no longer answers while NVML does: named by UUID and PCI bus id.
+    NVML's alone (dcgm-exporter has no such signal), so it needs NVML itself to answer."""
+    if not inputs.collector_success.get(NVML, False):
         return None
     return [
         Condition(_key(spec.name, s, (*GPU_LABELS, "pci_bus_id")), s.value)

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agent.alerting.conditions import conditions
+from agent.alerting.inputs import AlertInputs
 from alerts.model import AlertKey
 from alerts.rules import DEFAULT_RULES
+from collectors.base import Sample
 from tests.agent.test_alert_conditions import GPU_LABELS, fired, inputs, sample
 
 XID = "gpuwatch_gpu_xid_errors_total"
@@ -80,3 +84,38 @@ def test_gpu_faults_are_unknown_while_nvml_is_blind() -> None:
     _, evaluated = conditions(DEFAULT_RULES, data)
 
     assert {"GpuHardwareErrors", "GpuLost"}.isdisjoint(evaluated)
+
+
+# -- the GPU rules from whichever GPU source is configured -----------------------------------
+
+
+def dcgm_only(*samples: Sample, exporter_up: bool = True) -> AlertInputs:
+    """NVML disabled; dcgm-exporter scraped as target "dcgm" (its GPU samples, when up)."""
+    info = sample("gpuwatch_gpu_info", 1.0, **GPU_LABELS, gpu_name="H100")
+    return replace(
+        inputs(),
+        latest=(info, *samples) if exporter_up else (),
+        collector_success={"target/dcgm": exporter_up},
+        collector_last_success={"target/dcgm": None},
+    )
+
+
+def test_with_nvml_disabled_the_gpu_rules_evaluate_from_dcgm_exporter() -> None:
+    data = dcgm_only(
+        sample("gpuwatch_gpu_temperature_celsius", 95.0),
+        sample(XID, 1.0, **GPU_LABELS, xid="79"),
+    )
+
+    assert [c.key for c in fired("GpuHot", data)] == [AlertKey.of("GpuHot", GPU_LABELS)]
+    [xid] = fired("GpuHardwareErrors", data)
+    assert xid.key.label_map()["xid"] == "79"
+
+
+def test_with_the_exporter_down_the_gpus_are_unknown_and_gpu_lost_needs_nvml() -> None:
+    _, down = conditions(DEFAULT_RULES, dcgm_only(exporter_up=False))
+    _, up = conditions(DEFAULT_RULES, dcgm_only())
+
+    gpu_rules = {"GpuIdle", "GpuHot", "VramHeadroomLow", "GpuThrottling", "GpuHardwareErrors"}
+    assert gpu_rules.isdisjoint(down)
+    assert gpu_rules <= up
+    assert "GpuLost" not in up  # NVML's signal alone: unknown without NVML
