@@ -222,7 +222,7 @@ class NvmlCollector:
         self._units = UnitCache(proc_root)
         self._failing: set[int] = set()  # indexes of GPUs failing, to log changes only
         self._xids = faults.XidWatch()
-        self._lost = faults.LostGpus()
+        self._lost = faults.LostGpus(host)
         self._lock = threading.Lock()
 
     def collect(self, now: datetime) -> list[Sample]:

@@ -10,9 +10,10 @@
   nvmlEventTypeXidCriticalError, polled without waiting (timeout 0) once a round. NVML delivers
   only events raised after registration, each once, so the counts are this process's own: a
   counter from 0 at daemon start, kept across NVML sessions (a driver reload) by GPU UUID.
-- Lost GPUs: a GPU this process has read that now answers NVML_ERROR_GPU_IS_LOST, or is no
+- Lost GPUs: a GPU that answers NVML_ERROR_GPU_IS_LOST, or that this process has read and is no
   longer enumerated at all, while NVML itself still answers (nvidia-smi: "Unable to determine
-  the device handle ... GPU is lost"). Its last known UUID and PCI bus id name it.
+  the device handle ... GPU is lost"). Its last known UUID and PCI bus id name it; a GPU lost
+  before this process could read it has only its index (NVML gives a lost GPU no handle).
 """
 
 from __future__ import annotations
@@ -144,10 +145,15 @@ class XidWatch:
         ]
 
 
-class LostGpus:
-    """GPUs read earlier in this process and lost now, while NVML answers."""
+UNKNOWN = "unknown"
 
-    def __init__(self) -> None:
+
+class LostGpus:
+    """GPUs lost now while NVML answers: by their last identity when this process read them
+    before, else (lost since before the daemon started) by index, UUID and bus id "unknown"."""
+
+    def __init__(self, host: str) -> None:
+        self._host = host
         self._known: dict[str, Identity] = {}  # uuid -> as last enumerated
 
     def seen(self, gpu: Identity) -> None:
@@ -169,12 +175,17 @@ class LostGpus:
             gone = index is None and gpu.index not in failed
             if (index is not None and index in lost) or gone:
                 out.append(gpu)
-        return out
+        named = {gpu.index for gpu in out}
+        return out + [self._unknown(index) for index in sorted(lost - named)]
+
+    def _unknown(self, index: int) -> Identity:
+        labels = {"host": self._host, "gpu_uuid": UNKNOWN, "gpu_index": str(index)}
+        return Identity(UNKNOWN, index, "", labels)
 
     @staticmethod
     def samples(gpus: Iterable[Identity], now: datetime) -> list[Sample]:
         return [
-            _sample("gpuwatch_gpu_lost", 1, {**g.labels, "pci_bus_id": g.bus_id or "unknown"}, now)
+            _sample("gpuwatch_gpu_lost", 1, {**g.labels, "pci_bus_id": g.bus_id or UNKNOWN}, now)
             for g in gpus
         ]
 
