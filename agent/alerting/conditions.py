@@ -226,9 +226,16 @@ def _xid_conditions(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
         xid = s.labels.get("xid", "")
         meaning = CRITICAL_XIDS.get(int(xid)) if xid.isdigit() else None
         if meaning is not None and s.value > 0:
-            annotations = {"error": f"Xid {xid}: {meaning}", "severity": "critical"}
-            out.append(Condition(_key(spec.name, s, GPU_LABELS, xid=xid), s.value, annotations))
+            key = _key(spec.name, s, GPU_LABELS, xid=xid)
+            out.append(_fault(spec, key, s.value, f"Xid {xid}, {meaning}", "critical"))
     return out
+
+
+def _fault(spec: RuleSpec, key: AlertKey, value: float, error: str, severity: str) -> Condition:
+    """The summary says which fault, so the page reads without a lookup table."""
+    summary = f"{spec.render_summary(key.label_map(), value)}: {error}"
+    annotations = {"error": error, "severity": severity, "summary": summary}
+    return Condition(key, value, annotations)
 
 
 def _remap_conditions(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
@@ -241,9 +248,8 @@ def _remap_conditions(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
     ):
         for s in inputs.samples(metric):
             if s.value > 0:
-                annotations = {"error": f"row remap {kind}", "severity": severity}
                 key = _key(spec.name, s, GPU_LABELS, row_remap=kind)
-                out.append(Condition(key, s.value, annotations))
+                out.append(_fault(spec, key, s.value, f"row remap {kind}", severity))
     return out
 
 

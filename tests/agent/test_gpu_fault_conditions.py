@@ -19,10 +19,9 @@ def test_xid_79_is_a_critical_hardware_error_of_its_own() -> None:
     [error] = fired("GpuHardwareErrors", inputs(sample(XID, 1.0, **GPU_LABELS, xid="79")))
 
     assert error.key == AlertKey.of("GpuHardwareErrors", {**GPU_LABELS, "xid": "79"})
-    assert error.annotations == {
-        "error": "Xid 79: GPU has fallen off the bus",
-        "severity": "critical",
-    }
+    assert error.annotations["error"] == "Xid 79, GPU has fallen off the bus"
+    assert error.annotations["severity"] == "critical"
+    assert error.annotations["summary"].endswith("): Xid 79, GPU has fallen off the bus")
 
 
 def test_application_xids_are_counted_but_page_nobody() -> None:

@@ -39,7 +39,7 @@ def test_an_xid_79_pages_as_a_hardware_error_and_the_gpu_as_lost(
     box.run(timedelta(minutes=2))
 
     [xid] = firing(box, "GpuHardwareErrors")
-    assert "xid=79" in xid and GPU in xid
+    assert "xid=79" in xid and GPU in xid and "Xid 79, GPU has fallen off the bus" in xid
     [lost] = firing(box, "GpuLost")
     assert f"{GPU} at PCI {BUS} no longer answers" in lost  # as last read, before the fall
     assert firing(box, "CollectorDown") == []  # NVML still answers: the host is not blind
@@ -56,7 +56,7 @@ def test_a_pending_row_remap_gives_its_alert_and_resolves_after_the_reset(
     fake_nvml.write(busy(remapped_rows=FakeRemap(uncorrectable=1, pending=True)))
     box.run(timedelta(minutes=2))
     [remap] = firing(box, "GpuHardwareErrors")
-    assert "row_remap=pending" in remap
+    assert "row_remap=pending" in remap and remap.endswith(": row remap pending")
 
     fake_nvml.write(busy(remapped_rows=FakeRemap(uncorrectable=1)))  # the reset applied it
     box.run(timedelta(minutes=6))

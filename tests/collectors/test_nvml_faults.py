@@ -133,7 +133,11 @@ def test_the_event_set_is_polled_without_waiting_once_a_round(
     fake_nvml: FakeNvml, make_collector: MakeCollector
 ) -> None:
     calls: Counter[str] = Counter()
-    collector = make_collector(nvml=counting(pynvml, calls))
+    timeouts: list[int] = []
+    nvml = counting(pynvml, calls)
+    wait = nvml.nvmlEventSetWait_v2
+    nvml.nvmlEventSetWait_v2 = lambda events, ms: (timeouts.append(ms), wait(events, ms))[1]
+    collector = make_collector(nvml=nvml)
     fake_nvml.write(two_gpus())
     collector.collect(NOW)
     calls.clear()
@@ -141,6 +145,7 @@ def test_the_event_set_is_polled_without_waiting_once_a_round(
     collector.collect(NOW)
 
     assert calls["nvmlEventSetWait_v2"] == 1  # answered NVML_ERROR_TIMEOUT at once
+    assert set(timeouts) == {0}  # never waits: a tick is not held up by an event set
     assert calls["nvmlEventSetCreate"] == calls["nvmlDeviceRegisterEvents"] == 0
 
 
