@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
-from tests.agent.test_alerting_app import GPU, Box, box, hardware  # noqa: F401
-from tests.alerts.notifiers.conftest import loopback  # noqa: F401
+import pytest
+
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.sim import EngineServer, Traffic
+from agent.storage.db import upgrade_database
+from tests.agent.test_alerting_app import GPU, HOOK, T0, Box, box, hardware  # noqa: F401
+from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeNvmlConfig, FakeRemap, FakeXid
 
@@ -61,3 +68,38 @@ def test_a_pending_row_remap_gives_its_alert_and_resolves_after_the_reset(
     fake_nvml.write(busy(remapped_rows=FakeRemap(uncorrectable=1)))  # the reset applied it
     box.run(timedelta(minutes=6))
     assert [t for t in box.texts() if t.startswith("[RESOLVED") and "row_remap" in t]
+
+
+# -- dcgm-exporter as the GPU source ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_with_nvml_disabled_dcgm_exporter_feeds_gpu_hot_and_a_fatal_xid(
+    tmp_path: Path,
+    db_url: str,
+    loopback: Loopback,  # noqa: F811
+) -> None:
+    loopback.reply(HOOK, Reply(200, "ok"))
+    traffic = Traffic(gpus=1)
+    server = EngineServer("dcgm", traffic).start()
+    config_file = tmp_path / "gpuwatch.toml"
+    config_file.write_text(
+        f'host = "box"\ndatabase_url = "{db_url}"\n[collectors.nvml]\nenabled = false\n'
+        f'[[targets]]\nname = "dcgm"\nurl = "{server.url}"\nengine = "dcgm"\n'
+        '[notify.slack]\nwebhook_url_env = "HOOK"\n'
+    )
+    upgrade_database(db_url)
+    app = App.open(load_config(str(config_file), {"HOOK": loopback.url + HOOK}))
+    dcgm_box = Box(app, server, traffic, loopback, T0)
+    try:
+        dcgm_box.run(timedelta(minutes=1))
+        traffic.set_gpu(0, gpu_temp_c=95, xid=79)
+        dcgm_box.run(timedelta(minutes=3))
+    finally:
+        app.close()
+        server.stop()
+
+    assert firing(dcgm_box, "GpuHot")  # evaluated although NVML is not collecting at all
+    [xid] = firing(dcgm_box, "GpuHardwareErrors")
+    assert "xid=79" in xid
+    assert firing(dcgm_box, "CollectorDown") == []
