@@ -197,6 +197,15 @@ _DEFAULTS = (
         "A GPU reported a hardware error (fatal Xid, double-bit ECC, row-remap failure).",
         "GPU hardware error ({where})",
     ),
+    # A GPU that fell off the bus (Xid 79) answers "GPU is lost" while NVML and the other GPUs
+    # still answer; the host is not blind, one GPU is gone and its work with it. Critical at
+    # once, like a fatal Xid (anchors 4.2); the summary names the GPU a technician must find.
+    _rule(
+        "GpuLost", "0", _C,
+        "A GPU no longer answers (fallen off the bus) while NVML and the other GPUs still do.",
+        "GPU lost ({where}): {labels[gpu_uuid]} at PCI {labels[pci_bus_id]} no longer answers;"
+        " reset it or reboot",
+    ),
     # anchors 4.4 "Budget thresholds": 50/80/100 % of a budget (Kubecost Budget API, LiteLLM
     # soft/hard budgets), once per threshold per period; the condition marks >= 100 % critical.
     _rule(

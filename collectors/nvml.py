@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from collectors import nvml_faults as faults
 from collectors.base import CollectError, Sample
 from collectors.proc import UnitCache
 
@@ -38,13 +39,15 @@ _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
 _NOT_FOUND = 6
 _DRIVER_NOT_LOADED = 9
+_TIMEOUT = 10  # nvmlEventSetWait with no event waiting
 _LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
 _LIB_RM_VERSION_MISMATCH = 18
 _NO_DATA = 21
 _ARGUMENT_VERSION_MISMATCH = 25
 
-_UNAVAILABLE = frozenset({_NOT_SUPPORTED, _NOT_FOUND, _NO_DATA})
+_UNAVAILABLE = frozenset({_NOT_SUPPORTED, _NOT_FOUND, _NO_DATA, _TIMEOUT})
 # This driver cannot answer that call at all: remember it, so it is asked once per session.
 _UNKNOWN_TO_DRIVER = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH})
 _DRIVER_DOWN = frozenset(
@@ -78,7 +81,11 @@ class _DriverDown(Exception):
 
 
 class _DeviceFailed(Exception):
-    """One device (or MIG instance) failed; only it is dropped."""
+    """One device (or MIG instance) failed; only it is dropped. ``lost``: it fell off the bus."""
+
+    def __init__(self, message: str, *, lost: bool = False) -> None:
+        super().__init__(message)
+        self.lost = lost
 
 
 def _describe(fn: str, exc: BaseException) -> str:
@@ -158,7 +165,7 @@ class _Nvml:
             return
         if code in _DRIVER_DOWN:
             raise _DriverDown(_describe(key, exc)) from exc
-        raise _DeviceFailed(_describe(key, exc)) from exc
+        raise _DeviceFailed(_describe(key, exc), lost=code == _GPU_IS_LOST) from exc
 
     def _forget(self, key: str, why: str) -> None:
         self._missing.add(key)
@@ -179,6 +186,7 @@ class _Gpu:
     uuid: str
     name: str
     labels: Mapping[str, str]  # host, gpu_uuid, gpu_index
+    identity: faults.Identity  # what names it once it is lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +194,7 @@ class _Session:
     driver_version: str
     gpus: tuple[_Gpu, ...]
     failures: Mapping[int, str]  # index -> why it could not be enumerated
+    lost: frozenset[int]  # of those, the indexes that answered "GPU is lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +221,8 @@ class NvmlCollector:
         self._reenumerate = False  # a device failed last round
         self._units = UnitCache(proc_root)
         self._failing: set[int] = set()  # indexes of GPUs failing, to log changes only
+        self._xids = faults.XidWatch()
+        self._lost = faults.LostGpus(host)
         self._lock = threading.Lock()
 
     def collect(self, now: datetime) -> list[Sample]:
@@ -233,6 +244,7 @@ class NvmlCollector:
         """Release NVML (nvmlShutdown) if this collector initialised it."""
         with self._lock:
             if self._nvml is not None and self._initialised:
+                self._xids.close(self._nvml)
                 self._nvml.shutdown()
             self._initialised = False
             self._session = None
@@ -256,10 +268,12 @@ class NvmlCollector:
         session = self._session
         if session is None:
             if self._initialised:  # after a driver-level error: start NVML afresh
+                self._xids.close(nvml)
                 nvml.shutdown()
                 self._initialised = False
             nvml.init()
             self._initialised = True
+            self._xids.open(nvml)
             session = self._enumerate(nvml)
         elif self._reenumerate:  # a device failed: it may be back (after a reset) with a new handle
             session = self._enumerate(nvml, driver_version=session.driver_version)
@@ -272,15 +286,18 @@ class NvmlCollector:
         count = nvml.query("nvmlDeviceGetCount") or 0
         gpus: list[_Gpu] = []
         failures: dict[int, str] = {}
+        lost: set[int] = set()
         for index in range(count):
             try:
                 gpu = self._describe_gpu(nvml, index)
             except _DeviceFailed as exc:
                 failures[index] = str(exc)
+                if exc.lost:
+                    lost.add(index)
                 continue
             if gpu is not None:
                 gpus.append(gpu)
-        return _Session(driver_version, tuple(gpus), failures)
+        return _Session(driver_version, tuple(gpus), failures, frozenset(lost))
 
     def _describe_gpu(self, nvml: _Nvml, index: int) -> _Gpu | None:
         handle = nvml.query("nvmlDeviceGetHandleByIndex", index)
@@ -291,25 +308,41 @@ class NvmlCollector:
             return None
         labels = {"host": self._host, "gpu_uuid": uuid, "gpu_index": str(index)}
         name = _text(nvml.query("nvmlDeviceGetName", handle))
-        return _Gpu(index, handle, uuid, name, labels)
+        identity = faults.Identity(uuid, index, faults.bus_id(nvml, handle), labels)
+        self._lost.seen(identity)
+        self._xids.register(nvml, handle, identity)
+        return _Gpu(index, handle, uuid, name, labels, identity)
 
     # -- one round --------------------------------------------------------------------------
 
     def _read(self, nvml: _Nvml, session: _Session, now: datetime) -> _Reading:
         reading = _Reading([], set())
         failures = dict(session.failures)
+        lost = set(session.lost)
+        self._poll_xids(nvml)
         for gpu in session.gpus:
             try:
                 samples = self._read_gpu(nvml, session, gpu, now, reading.pids)
             except _DeviceFailed as exc:
                 failures[gpu.index] = f"{gpu.uuid}: {exc}"
+                lost.update((gpu.index,) if exc.lost else ())
                 continue
             reading.samples.extend(samples)
-        self._reenumerate = bool(failures)
         self._log_failures(failures)
-        if failures and not reading.samples:
+        enumerated = {gpu.uuid: gpu.index for gpu in session.gpus}
+        gone = self._lost.lost(enumerated, lost, failures.keys() - lost)
+        self._reenumerate = bool(failures or gone)  # a lost GPU may come back after a reset
+        # A GPU lost while NVML answers is news about that GPU (GpuLost), not a blind NVML.
+        if failures and not reading.samples and not gone:
             raise CollectError("no GPU could be read: " + "; ".join(failures.values()))
+        reading.samples.extend(self._lost.samples(gone, now) + self._xids.samples(now))
         return reading
+
+    def _poll_xids(self, nvml: _Nvml) -> None:
+        try:
+            self._xids.poll(nvml)
+        except _DeviceFailed as exc:  # NVML says "GPU is lost" here too: read it per GPU below
+            log.debug("Xid events not read this round: %s", exc)
 
     def _read_gpu(
         self, nvml: _Nvml, session: _Session, gpu: _Gpu, now: datetime, pids: set[int]
@@ -322,6 +355,7 @@ class NvmlCollector:
         out = _Samples(now, gpu.labels)
         out.add("gpuwatch_gpu_info", 1, info | {"mig_mode": mig_mode})
         self._read_device(nvml, h, out)
+        faults.read_remapped_rows(nvml, h, out.add)
         if mig_on:  # processes per instance: the parent's list needs root and repeats them
             self._read_mig(nvml, h, out, pids)
         else:

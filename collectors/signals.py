@@ -58,6 +58,24 @@ GPU_SIGNALS = (
         "Clock throttle reasons bitmask (NVML clocks event reasons).",
     ),
     _g("gpuwatch_gpu_process_memory_bytes", "Device memory used by one process, bytes."),
+    _c(
+        "gpuwatch_gpu_remapped_rows_total",
+        "Memory rows remapped over the GPU's life, by cause (correctable, uncorrectable).",
+    ),
+    _g(
+        "gpuwatch_gpu_row_remap_pending",
+        "1 while a row remap waits for a GPU reset to take effect, else 0.",
+    ),
+    _g("gpuwatch_gpu_row_remap_failure", "1 if a row remap failed (the GPU needs service)."),
+    _c(
+        "gpuwatch_gpu_xid_errors_total",
+        "Xid events seen by this daemon (NVML events) since it started, by xid code.",
+    ),
+    _g(
+        "gpuwatch_gpu_lost",
+        "1 while a GPU read earlier no longer answers (fallen off the bus) and NVML still does;"
+        " pci_bus_id names it.",
+    ),
     _g(
         "gpuwatch_target_gpu_memory_bytes",
         "Device memory used by a serving target's processes on a GPU (the allocation basis).",

@@ -19,6 +19,7 @@ from alerts.rules import RuleSpec
 from collectors.base import Sample
 
 NVML = "nvml"
+GPU_INFO = "gpuwatch_gpu_info"  # one per GPU read this round, from NVML or dcgm-exporter
 TARGET_COLLECTOR = "target/"  # a scrape target's collector: "target/<name>"
 GPU_LABELS = ("host", "gpu_uuid", "gpu_index", "mig_instance")
 ENGINE_LABELS = ("host", "target", "model")
@@ -78,8 +79,12 @@ def _threshold(spec: RuleSpec, name: str) -> float | None:
 
 
 def _nvml_ok(inputs: AlertInputs) -> bool:
-    # GPU rules read NVML only: no NVML this round (failed, or not configured) means unknown.
-    return inputs.collector_success.get(NVML, False)
+    """The GPU source answered this round: NVML, or, where NVML is not collecting at all
+    (``[collectors.nvml] enabled = false``), an exporter whose GPU samples arrived this round
+    (dcgm-exporter: its target down leaves none). Otherwise the GPUs are unknown."""
+    if inputs.collector_success.get(NVML, False):
+        return True
+    return NVML not in inputs.collector_success and bool(inputs.samples(GPU_INFO))
 
 
 def _targets_ok(inputs: AlertInputs) -> bool:
@@ -176,6 +181,87 @@ def gpu_hardware_errors(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] 
         Condition(_key(spec.name, s, GPU_LABELS), s.value, {"error": "uncorrected ECC"})
         for s in inputs.samples("gpuwatch_gpu_ecc_errors_total")
         if s.labels.get("type") == "uncorrected" and s.value > 0
+    ]
+
+
+# -- GPU faults (NVML's events and row remapper, dcgm-exporter's fields) ---------------------
+
+# Xids that mean the GPU needs a reset, a reboot or service, not an application fix: NVIDIA's
+# Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution
+# Bucket": RESET_GPU, RESTART_BM, CONTACT_SUPPORT) and anchors 4.2. Application Xids (13, 31,
+# 43, 45) are counted on gpuwatch_gpu_xid_errors_total but page nobody.
+CRITICAL_XIDS: Mapping[int, str] = {
+    48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint",
+    62: "internal micro-controller halt",
+    63: "row remapping or page retirement recorded (reset pending)",
+    64: "row remapping or page retirement failed",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error (reset needed)",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    140: "unrecovered ECC error",
+}
+XID_ERRORS = "gpuwatch_gpu_xid_errors_total"
+REMAP_PENDING = "gpuwatch_gpu_row_remap_pending"
+REMAP_FAILURE = "gpuwatch_gpu_row_remap_failure"
+
+
+def gpu_faults(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] | None:
+    """GpuHardwareErrors: uncorrected ECC, critical Xids and the row remapper, one alert each
+    (an ``xid`` or ``row_remap`` label keeps them apart). An Xid count is this daemon's own,
+    so its alert holds until gpuwatch restarts, normally with the reboot the Xid calls for."""
+    ecc = gpu_hardware_errors(spec, inputs)
+    if ecc is None:
+        return None
+    return ecc + _xid_conditions(spec, inputs) + _remap_conditions(spec, inputs)
+
+
+def _xid_conditions(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
+    out = []
+    for s in inputs.samples(XID_ERRORS):
+        xid = s.labels.get("xid", "")
+        meaning = CRITICAL_XIDS.get(int(xid)) if xid.isdigit() else None
+        if meaning is not None and s.value > 0:
+            key = _key(spec.name, s, GPU_LABELS, xid=xid)
+            out.append(_fault(spec, key, s.value, f"Xid {xid}, {meaning}", "critical"))
+    return out
+
+
+def _fault(spec: RuleSpec, key: AlertKey, value: float, error: str, severity: str) -> Condition:
+    """The summary says which fault, so the page reads without a lookup table."""
+    summary = f"{spec.render_summary(key.label_map(), value)}: {error}"
+    annotations = {"error": error, "severity": severity, "summary": summary}
+    return Condition(key, value, annotations)
+
+
+def _remap_conditions(spec: RuleSpec, inputs: AlertInputs) -> list[Condition]:
+    """A failed remap needs the GPU serviced (critical); a pending one is applied by the next
+    GPU reset, so it asks for a reset soon rather than a page at night (warning)."""
+    out = []
+    for metric, kind, severity in (
+        (REMAP_FAILURE, "failure", "critical"),
+        (REMAP_PENDING, "pending", "warning"),
+    ):
+        for s in inputs.samples(metric):
+            if s.value > 0:
+                key = _key(spec.name, s, GPU_LABELS, row_remap=kind)
+                out.append(_fault(spec, key, s.value, f"row remap {kind}", severity))
+    return out
+
+
+def gpu_lost(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] | None:
+    """A GPU read earlier no longer answers while NVML does: named by UUID and PCI bus id.
+    NVML's alone (dcgm-exporter has no such signal), so it needs NVML itself to answer."""
+    if not inputs.collector_success.get(NVML, False):
+        return None
+    return [
+        Condition(_key(spec.name, s, (*GPU_LABELS, "pci_bus_id")), s.value)
+        for s in inputs.samples("gpuwatch_gpu_lost")
+        if s.value > 0
     ]
 
 
@@ -326,5 +412,6 @@ RULES: Mapping[str, RuleFn] = {
     "VramHeadroomLow": vram_headroom_low,
     "GpuHot": gpu_hot,
     "GpuThrottling": gpu_throttling,
-    "GpuHardwareErrors": gpu_hardware_errors,
+    "GpuHardwareErrors": gpu_faults,
+    "GpuLost": gpu_lost,
 }

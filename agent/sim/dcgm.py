@@ -66,6 +66,24 @@ _FIELDS: tuple[tuple[str, str, str, Callable[[GpuReading], int | float]], ...] =
         lambda g: g.fb_reserved_mib,
     ),
     (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+        lambda g: g.uncorrectable_remapped_rows,
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for correctable errors",
+        lambda g: g.correctable_remapped_rows,
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "gauge",
+        "Whether remapping of rows has failed",
+        lambda g: g.row_remap_failure,
+    ),
+    (
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
         "gauge",
         "Ratio of time the graphics engine is active.",

@@ -227,7 +227,10 @@ class GpuReading:
     mem_clock_mhz: int = 2619
     energy_mj: int = 8_000_000  # counter since boot; engine restarts do not reset it
     pcie_replay: int = 0
-    xid: int = 0
+    xid: int = 0  # the last Xid (DCGM_FI_DEV_XID_ERRORS), 0: none
+    correctable_remapped_rows: int = 0
+    uncorrectable_remapped_rows: int = 0
+    row_remap_failure: int = 0
     gr_engine_active: float = 0.0
     tensor_active: float = 0.0
     dram_active: float = 0.0

@@ -4,6 +4,11 @@ Units follow the exporter's CSV: utilisation in percent, framebuffer in MiB, ene
 counter without ``_total``; the parser adds it), clocks in MHz. The framebuffer total is
 FB_USED + FB_FREE + FB_RESERVED (dcgm-exporter #271): used + free alone undercounts it, so
 without FB_RESERVED the total is left absent. MIG instances (GPU_I_ID) get ``mig_instance``.
+
+Faults: the row remapper's fields map to the NVML collector's signals. DCGM_FI_DEV_XID_ERRORS is
+a gauge holding the *last* Xid seen (0: none), not a count, so it becomes
+``gpuwatch_gpu_xid_errors_total{xid=<that code>} 1``: "this Xid happened", which is what the
+GpuHardwareErrors rule reads; how many times is not known from dcgm-exporter.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collectors.engines.rules import Context
 NAME = "dcgm"
 
 MIB = 1024 * 1024
+XID_ERRORS = "gpuwatch_gpu_xid_errors_total"
 
 # DCGM field -> (canonical GPU signal, factor to base units)
 FIELDS = {
@@ -30,8 +36,21 @@ FIELDS = {
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total": ("gpuwatch_gpu_energy_joules_total", 0.001),
 }
 FB_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
+XID = "DCGM_FI_DEV_XID_ERRORS"
+# The remapped-row counts are counters in the default CSV (the parser adds ``_total``), and
+# gauges where a user's CSV says so: both spellings are read.
+REMAP_FIELDS = {
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("gpuwatch_gpu_remapped_rows_total", "correctable"),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": (
+        "gpuwatch_gpu_remapped_rows_total",
+        "uncorrectable",
+    ),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gpuwatch_gpu_row_remap_failure", ""),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": ("gpuwatch_gpu_row_remap_pending", ""),  # not in the CSV
+}
+_REMAP_ROWS = tuple(f for f in REMAP_FIELDS if f.endswith("_ROWS"))
 # Every series map_samples reads (the scrape keeps only these families of a body).
-READS = (*FIELDS, *FB_PARTS)
+READS = (*FIELDS, *FB_PARTS, XID, *REMAP_FIELDS, *(f + "_total" for f in _REMAP_ROWS))
 
 GpuKey = tuple[tuple[str, str], ...]
 
@@ -63,6 +82,22 @@ def map_samples(exposition: Exposition, context: Context) -> list[Sample]:
             )
     for key, name in names.items():
         out.append(_sample("gpuwatch_gpu_info", 1.0, key, context, {"gpu_name": name}))
+    return out + _faults(exposition, context)
+
+
+def _faults(exposition: Exposition, context: Context) -> list[Sample]:
+    out: list[Sample] = []
+    for labels, value in exposition.rows(XID):
+        key = _gpu_key(labels, context.host)
+        if key is not None and value > 0:  # 0: no Xid since DCGM started watching
+            out.append(_sample(XID_ERRORS, 1.0, key, context, {"xid": str(int(value))}))
+    for field, (metric, cause) in REMAP_FIELDS.items():
+        extra = {"cause": cause} if cause else {}
+        for name in (field, field + "_total") if field in _REMAP_ROWS else (field,):
+            for labels, value in exposition.rows(name):
+                key = _gpu_key(labels, context.host)
+                if key is not None and "mig_instance" not in dict(key):  # the GPU's, not MIG's
+                    out.append(_sample(metric, value, key, context, extra))
     return out
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from collectors.base import CollectError
 from tests.collectors.nvml_helpers import (
     BUSY,
     GPU_METRICS,
@@ -74,7 +73,7 @@ def test_zero_devices_report_nothing_and_no_error(
     assert make_collector().collect(NOW) == []
 
 
-def test_gpu_lost_at_start_is_dropped_and_the_other_still_reported(
+def test_gpu_lost_at_start_is_lost_by_index_and_the_other_still_reported(
     fake_nvml: FakeNvml, make_collector: MakeCollector
 ) -> None:
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=UUID0, lost=True), BUSY)))
@@ -84,11 +83,13 @@ def test_gpu_lost_at_start_is_dropped_and_the_other_still_reported(
     fake_nvml.write(two_gpus())  # reset: GPU 0 answers again, with a handle to fetch anew
     after_reset = series(collector.collect(NOW))
 
-    assert got == busy_series(index=1)
+    # Lost before gpuwatch could read it: NVML gives it no handle, so only its index is known.
+    unknown = labels("unknown", 0, pci_bus_id="unknown")
+    assert got == busy_series(index=1) | {key("gpuwatch_gpu_lost", unknown): 1.0}
     assert after_reset == idle_series() | busy_series()
 
 
-def test_gpu_lost_while_running_is_dropped_warned_once_and_back_after_reset(
+def test_gpu_lost_while_running_is_reported_lost_warned_once_and_back_after_reset(
     fake_nvml: FakeNvml, make_collector: MakeCollector, caplog: pytest.LogCaptureFixture
 ) -> None:
     collector = make_collector()
@@ -102,19 +103,24 @@ def test_gpu_lost_while_running_is_dropped_warned_once_and_back_after_reset(
     fake_nvml.write(two_gpus())
     after_reset = series(collector.collect(NOW))
 
-    assert first == second == idle_series()
+    # NVML still answers: the lost GPU is named by its UUID and bus id, not merely dropped.
+    lost = key("gpuwatch_gpu_lost", labels(UUID1, 1), pci_bus_id="00000000:19:00.0")
+    assert first == second == idle_series() | {lost: 1.0}
     lost_warnings = [r for r in caplog.records if "GPU is lost" in r.getMessage()]
     assert len(lost_warnings) == 1
     assert after_reset == idle_series() | busy_series()
 
 
-def test_every_gpu_lost_is_a_collect_error_not_an_idle_host(
+def test_every_gpu_lost_is_each_gpu_lost_not_an_idle_or_blind_host(
     fake_nvml: FakeNvml, make_collector: MakeCollector
 ) -> None:
+    # NVML answers; each GPU is lost (issue 14: not one CollectorDown once every GPU is gone).
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=UUID0, lost=True),)))
 
-    with pytest.raises(CollectError, match="GPU is lost"):
-        make_collector().collect(NOW)
+    got = series(make_collector().collect(NOW))
+
+    unknown = labels("unknown", 0, pci_bus_id="unknown")
+    assert got == {key("gpuwatch_gpu_lost", unknown): 1.0}  # no utilization: never idle
 
 
 # -- MIG -----------------------------------------------------------------------------------------

@@ -87,6 +87,26 @@ class FakeMig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FakeRemap:
+    """nvmlDeviceGetRemappedRows: rows remapped for correctable and uncorrectable errors, a
+    remap pending (applied at the next GPU reset) and a remap that failed."""
+
+    correctable: int = 0
+    uncorrectable: int = 0
+    pending: bool = False
+    failure: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FakeXid:
+    """An Xid event on GPU ``gpu`` (index), delivered once to each event set registered for
+    it that existed before the event was written (see fakenvml.c)."""
+
+    gpu: int
+    code: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FakeGpu:
     """One GPU. The defaults are a healthy, idle-ish H100 with MIG disabled."""
 
@@ -108,6 +128,9 @@ class FakeGpu:
     mig_mode: int | None = 0  # None: not MIG-capable
     mig_max: int | None = None  # the fake defaults to 7 when MIG-capable
     lost: bool = False
+    bus: str | None = None  # PCI bus id; None: the fake's 00000000:<0x18 + index>:00.0
+    # nvmlDeviceGetRemappedRows; None: not supported (a GPU before Ampere has no row remapper)
+    remapped_rows: FakeRemap | None = None
     migs: tuple[FakeMig, ...] = ()
 
 
@@ -127,6 +150,7 @@ class FakeNvmlConfig:
     processes: tuple[FakeProcess, ...] = ()
     missing: tuple[str, ...] = ()  # functions answering NVML_ERROR_FUNCTION_NOT_FOUND
     fail: Mapping[str, int] = field(default_factory=dict)  # function -> nvmlReturn_t code
+    xids: tuple[FakeXid, ...] = ()  # in the order raised; write one more to raise another
 
     def render(self) -> str:
         lines = [f"driver {_word(self.driver)}"]
@@ -136,6 +160,7 @@ class FakeNvmlConfig:
         lines.extend(_proc_line(proc) for proc in self.processes)
         lines.extend(f"missing {_word(fn)}" for fn in self.missing)
         lines.extend(f"fail {_word(fn)} {int(code)}" for fn, code in self.fail.items())
+        lines.extend(f"xid gpu={int(x.gpu)} code={int(x.code)}" for x in self.xids)
         return "\n".join(lines) + "\n"
 
 
@@ -173,7 +198,18 @@ def _gpu_line(gpu: FakeGpu) -> str:
         "migmode": gpu.mig_mode, "migmax": gpu.mig_max, "lost": int(gpu.lost),
     }  # fmt: skip
     numbers = " ".join(f"{key}={_number(value)}" for key, value in fields.items())
-    return f"gpu uuid={_word(gpu.uuid)} name={_quoted(gpu.name)} {numbers}"
+    bus = "" if gpu.bus is None else f" bus={_word(gpu.bus)}"
+    return f"gpu uuid={_word(gpu.uuid)} name={_quoted(gpu.name)} {numbers}{bus}{_remap(gpu)}"
+
+
+def _remap(gpu: FakeGpu) -> str:
+    rows = gpu.remapped_rows
+    if rows is None:
+        return ""
+    return (
+        f" remap_corr={int(rows.correctable)} remap_unc={int(rows.uncorrectable)}"
+        f" remap_pending={int(rows.pending)} remap_failure={int(rows.failure)}"
+    )
 
 
 def _mig_line(gpu_index: int, mig: FakeMig) -> str:

@@ -20,12 +20,15 @@
  *   gpu uuid=GPU-... name="NVIDIA H100 80GB HBM3" util=3 memutil=1
  *       total=<B> used=<B> reserved=<B> power=<mW> limit=<mW> temp=<C> sm=<MHz>
  *       energy=<mJ> ecc_corrected=<n> ecc_uncorrected=<n> throttle=<bitmask, 0x.. allowed>
- *       migmode=0|1 migmax=<n> lost=1                  (all on one line; one line per GPU,
+ *       migmode=0|1 migmax=<n> lost=1 bus=<PCI bus id>
+ *       remap_corr=<n> remap_unc=<n> remap_pending=0|1 remap_failure=0|1
+ *                                                      (all on one line; one line per GPU,
  *                                                      in index order)
  *   mig gpu=<index> idx=<slot> uuid=MIG-... total=<B> used=<B> reserved=<B> gi=<id> ci=<id>
  *   proc gpu=<index> pid=<pid> mem=<B> type=compute|graphics|both [mig=<slot>]
  *   missing <nvmlFunctionName>          that function returns NVML_ERROR_FUNCTION_NOT_FOUND
  *   fail <nvmlFunctionName> <code>      that function returns <code> (e.g. 18 at init)
+ *   xid gpu=<index> code=<n>            an Xid event on that GPU (nvmlEventSetWait_v2)
  *
  * A numeric GPU field that is absent or negative makes the functions reading it return
  * NVML_ERROR_NOT_SUPPORTED (util covers both utilization rates; total covers memory info).
@@ -33,6 +36,15 @@
  * No migmode key means the GPU is not MIG-capable. lost=1 makes every call on that GPU's
  * handles (and nvmlDeviceGetHandleByIndex for it) return NVML_ERROR_GPU_IS_LOST.
  * Calls before nvmlInit or after the matching nvmlShutdown return NVML_ERROR_UNINITIALIZED.
+ * The remap_* keys are nvmlDeviceGetRemappedRows' four values (all four, or NOT_SUPPORTED);
+ * bus defaults to 00000000:<0x18 + index>:00.0 (nvmlDeviceGetPciInfo_v3's busId).
+ *
+ * Xid events, as real NVML delivers them: an event set sees only the events raised after it
+ * was created, on the GPUs registered in it for nvmlEventTypeXidCriticalError, each once. The
+ * fake counts the xid lines: a new set starts past the lines already in the file, and
+ * nvmlEventSetWait_v2 hands out the next line after its cursor (skipping unregistered GPUs),
+ * or NVML_ERROR_TIMEOUT at once (it never blocks). A test raises an Xid by writing the file
+ * again with one more xid line at the end (FakeNvmlConfig.xids).
  */
 
 /* Declares the explicitly versioned names (..._v2) and stops the header from renaming ours. */
@@ -48,6 +60,8 @@
 #define MAX_MIGS 8
 #define MAX_PROCS 64
 #define MAX_FAILS 32
+#define MAX_XIDS 256
+#define MAX_EVENT_SETS 8
 #define NOT_SET (-1LL)
 
 /* Lets the tests tell this library from a real driver's (a plain string, found by grep). */
@@ -64,7 +78,9 @@ typedef struct {
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
     long long util, memutil, total, used, reserved, power, limit, temp, sm, energy;
     long long ecc_corrected, ecc_uncorrected, throttle, migmode, migmax;
+    long long remap_corr, remap_unc, remap_pending, remap_failure;
     int lost;
+    char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
     fake_mig migs[MAX_MIGS];
 } fake_gpu;
 
@@ -81,12 +97,18 @@ typedef struct {
 } fake_fail;
 
 typedef struct {
+    int gpu;
+    unsigned long long code;
+} fake_xid;
+
+typedef struct {
     int loaded; /* 0 when the file is missing: "driver not loaded" */
     char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
-    int ngpus, nprocs, nfails;
+    int ngpus, nprocs, nfails, nxids;
     fake_gpu gpus[MAX_GPUS];
     fake_proc procs[MAX_PROCS];
     fake_fail fails[MAX_FAILS];
+    fake_xid xids[MAX_XIDS];
 } fake_config;
 
 /* NVML handles are opaque pointers; ours point into these fixed arrays and never dangle. */
@@ -96,6 +118,14 @@ struct nvmlDevice_st {
 };
 static struct nvmlDevice_st gpu_handles[MAX_GPUS];
 static struct nvmlDevice_st mig_handles[MAX_GPUS][MAX_MIGS];
+
+/* An event set: which GPUs are registered for which event types, and the next xid line. */
+struct nvmlEventSet_st {
+    int used;
+    int cursor;
+    unsigned long long registered[MAX_GPUS];
+};
+static struct nvmlEventSet_st event_sets[MAX_EVENT_SETS];
 
 static int init_count; /* NVML's init is reference counted */
 
@@ -158,15 +188,18 @@ static void parse_gpu(char *rest)
     long long *numbers[] = {&g->util, &g->memutil, &g->total, &g->used, &g->reserved,
                             &g->power, &g->limit, &g->temp, &g->sm, &g->energy,
                             &g->ecc_corrected, &g->ecc_uncorrected, &g->throttle,
-                            &g->migmode, &g->migmax};
+                            &g->migmode, &g->migmax, &g->remap_corr, &g->remap_unc,
+                            &g->remap_pending, &g->remap_failure};
     static const char *names[] = {"util", "memutil", "total", "used", "reserved",
                                   "power", "limit", "temp", "sm", "energy",
                                   "ecc_corrected", "ecc_uncorrected", "throttle",
-                                  "migmode", "migmax"};
+                                  "migmode", "migmax", "remap_corr", "remap_unc",
+                                  "remap_pending", "remap_failure"};
     size_t n = sizeof names / sizeof names[0];
     for (size_t i = 0; i < n; i++)
         *numbers[i] = NOT_SET;
     snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%d", idx);
+    snprintf(g->bus, sizeof g->bus, "00000000:%02X:00.0", 0x18 + idx);
     copy_str(g->name, sizeof g->name, "Fake GPU");
 
     char *key, *value;
@@ -177,6 +210,8 @@ static void parse_gpu(char *rest)
             copy_str(g->name, sizeof g->name, value);
         else if (!strcmp(key, "lost"))
             g->lost = (int)parse_number(value);
+        else if (!strcmp(key, "bus"))
+            copy_str(g->bus, sizeof g->bus, value);
         else
             for (size_t i = 0; i < n; i++)
                 if (!strcmp(key, names[i]))
@@ -237,6 +272,21 @@ static void parse_proc(char *rest)
     cfg.procs[cfg.nprocs++] = p;
 }
 
+static void parse_xid(char *rest)
+{
+    if (cfg.nxids >= MAX_XIDS)
+        return;
+    fake_xid x = {.gpu = 0, .code = 0};
+    char *key, *value;
+    while (next_pair(&rest, &key, &value)) {
+        if (!strcmp(key, "gpu"))
+            x.gpu = (int)parse_number(value);
+        else if (!strcmp(key, "code"))
+            x.code = (unsigned long long)parse_number(value);
+    }
+    cfg.xids[cfg.nxids++] = x;
+}
+
 static void parse_fail(char *rest, int missing)
 {
     if (cfg.nfails >= MAX_FAILS)
@@ -280,6 +330,8 @@ static void load_config(void)
             parse_fail(rest, 1);
         else if (!strcmp(word, "fail"))
             parse_fail(rest, 0);
+        else if (!strcmp(word, "xid"))
+            parse_xid(rest);
     }
     fclose(fp);
 }
@@ -401,6 +453,7 @@ const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
     case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
@@ -743,5 +796,118 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice
     h->gpu = migDevice->gpu;
     h->mig = -1;
     *device = h;
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- PCI and row remapping */
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    BEGIN_DEVICE(device);
+    if (!pci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    copy_str(pci->busId, sizeof pci->busId, g->bus);
+    copy_str(pci->busIdLegacy, sizeof pci->busIdLegacy, g->bus + 4); /* 0000:18:00.0 */
+    pci->bus = (unsigned int)(0x18 + device->gpu);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+                                       unsigned int *uncRows, unsigned int *isPending,
+                                       unsigned int *failureOccurred)
+{
+    BEGIN_DEVICE(device);
+    REQUIRE_GPU_FIELD(g->remap_corr);
+    REQUIRE_GPU_FIELD(g->remap_unc);
+    REQUIRE_GPU_FIELD(g->remap_pending);
+    REQUIRE_GPU_FIELD(g->remap_failure);
+    *corrRows = (unsigned int)g->remap_corr;
+    *uncRows = (unsigned int)g->remap_unc;
+    *isPending = (unsigned int)g->remap_pending;
+    *failureOccurred = (unsigned int)g->remap_failure;
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- events (Xid) */
+
+static int valid_set(nvmlEventSet_t set)
+{
+    return set && set >= event_sets && set < event_sets + MAX_EVENT_SETS && set->used;
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    BEGIN();
+    if (!set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < MAX_EVENT_SETS; i++) {
+        if (!event_sets[i].used) {
+            memset(&event_sets[i], 0, sizeof event_sets[i]);
+            event_sets[i].used = 1;
+            event_sets[i].cursor = cfg.nxids; /* only events raised from now on */
+            *set = &event_sets[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_MEMORY;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes)
+{
+    BEGIN_DEVICE(device);
+    if (!eventTypes)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *eventTypes = m ? 0 : nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set)
+{
+    BEGIN_DEVICE(device);
+    if (!valid_set(set) || m)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (eventTypes & ~(unsigned long long)(nvmlEventTypeXidCriticalError |
+                                           nvmlEventTypeDoubleBitEccError))
+        return NVML_ERROR_NOT_SUPPORTED;
+    set->registered[device->gpu] |= eventTypes;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    (void)timeoutms; /* never blocks: a test has nothing else that could raise an event */
+    BEGIN();
+    if (!valid_set(set) || !data)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    while (set->cursor < cfg.nxids) {
+        const fake_xid *x = &cfg.xids[set->cursor++];
+        if (x->gpu < 0 || x->gpu >= MAX_GPUS ||
+            !(set->registered[x->gpu] & nvmlEventTypeXidCriticalError))
+            continue; /* not registered in this set: never delivered to it */
+        memset(data, 0, sizeof *data);
+        gpu_handles[x->gpu].gpu = x->gpu;
+        gpu_handles[x->gpu].mig = -1;
+        data->device = &gpu_handles[x->gpu];
+        data->eventType = nvmlEventTypeXidCriticalError;
+        data->eventData = x->code;
+        data->gpuInstanceId = 0xFFFFFFFFu;
+        data->computeInstanceId = 0xFFFFFFFFu;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    /* Like shutdown, freeing must work whatever state the driver is in. */
+    load_config();
+    nvmlReturn_t r = injected_failure(__func__);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!valid_set(set))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    set->used = 0;
     return NVML_SUCCESS;
 }
