@@ -198,6 +198,13 @@ class ApiClient:
     def _decode(self, path: str, response: httpx.Response) -> Any:
         try:
             return json.loads(response.content, parse_float=Decimal, parse_constant=_no_constant)
+        except RecursionError:  # the decoder recurses per level: thousands of [[[... exhaust it
+            raise ApiError(
+                f"{self.provider} {path}: the answer nests too deeply to be read "
+                f"({len(response.content)} bytes)",
+                status=response.status_code,
+                retryable=False,
+            ) from None
         except ValueError:
             ctype = response.headers.get("Content-Type", "no Content-Type")
             raise ApiError(
@@ -211,7 +218,7 @@ class ApiClient:
         """The provider's own words about an error, short and scrubbed; "" when none."""
         try:
             payload = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             return ""
         if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
             payload = payload["error"]  # Lambda: {"error": {"code", "message"}}
@@ -303,10 +310,13 @@ class Node:
         try:
             when = datetime.fromisoformat(self.text())
         except ValueError:
-            raise self._error(self.path, f"is not an RFC 3339 time: {self.value!r}") from None
+            raise self._error(self.path, f"is not an RFC 3339 time: {self.value!r:.80}") from None
         if when.tzinfo is None:
             raise self._error(self.path, f"has no UTC offset: {self.value!r}")
-        return when.astimezone(UTC)
+        try:
+            return when.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first UTC instant
+            raise self._error(self.path, f"is out of range: {self.value!r}") from None
 
     def unix_time(self) -> datetime:
         """Seconds since the epoch (integer or fractional), as UTC."""
