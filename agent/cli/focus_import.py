@@ -1,7 +1,8 @@
 """`gpuwatch import focus`: FOCUS exports streamed into the database, every file or none.
 
-Each file is read row by row (collectors.billing.focus_csv.FocusReader) and written in batches
-of BATCH_ROWS rows, so memory stays flat whatever the file's size. All the files go in one
+Each file is read row by row (collectors.billing.focus_csv.FocusReader) and staged in batches
+of BATCH_ROWS rows (agent.cost.billing.StagedRecords), so memory stays flat whatever the file's
+size and the time grows linearly with it. All the files go in one
 transaction: a bad row anywhere (named with its file and line) rolls the whole import back, so
 a half-read export is never stored as the bill, and what an earlier import stored stays as it
 was. On SQLite the daemon's rounds wait in its spool while a large import holds the write
@@ -16,10 +17,8 @@ from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
-from sqlalchemy import Connection
-
 from agent.config.settings import Config
-from agent.cost.billing import save_records
+from agent.cost.billing import StagedRecords
 from agent.storage.db import open_database
 from collectors.billing.base import CostRecord
 from collectors.billing.focus import FocusReader, FocusTotals, cost_records
@@ -34,7 +33,6 @@ class _Imported:
     name: str
     rows: int
     version: str
-    records: int
 
 
 def add_arguments(focus: argparse.ArgumentParser) -> None:
@@ -54,12 +52,13 @@ def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) ->
     engine = open_database(config.database_url)
     try:
         with engine.begin() as conn:
-            done = [_import(conn, path, args.max_bytes, totals, now) for path in args.files]
+            staged = StagedRecords(conn)
+            done = [_import(staged, path, args.max_bytes, totals, now) for path in args.files]
+            stored = staged.store()
     finally:
         engine.dispose()
     for f in done:
         print(f"{f.name}: {f.rows} rows (FOCUS {f.version})")
-    stored = sum(f.records for f in done)
     print(f"stored {stored} cost records (re-importing replaces them, never adds)")
     summary = totals.summary()
     if summary is not None:
@@ -72,19 +71,18 @@ def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) ->
 
 
 def _import(
-    conn: Connection, path: Path, max_bytes: int, totals: FocusTotals, now: datetime
+    staged: StagedRecords, path: Path, max_bytes: int, totals: FocusTotals, now: datetime
 ) -> _Imported:
-    stored = 0
     batch: list[CostRecord] = []
     with FocusReader(path, max_bytes=max_bytes) as reader:
         for row in reader.rows():
             totals.add(row)
             batch += cost_records(row, FOCUS_SOURCE)
             if len(batch) >= 2 * BATCH_ROWS:
-                stored += save_records(conn, batch, now)
+                staged.add(batch, now)
                 batch = []
-        stored += save_records(conn, batch, now)
-        return _Imported(path.name, reader.rows_read, reader.version_guess, stored)
+        staged.add(batch, now)
+        return _Imported(path.name, reader.rows_read, reader.version_guess)
 
 
 def _money(amounts: dict[str, Decimal]) -> str:

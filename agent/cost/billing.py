@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from sqlalchemy import Connection, Engine, delete, insert, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    Table,
+    delete,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.config.settings import BillingProviderConfig
@@ -55,6 +66,51 @@ def save_records(conn: Connection, records: Sequence[CostRecord], now: datetime)
             )
     conn.execute(insert(cost_records), [_row(r, now) for r in latest.values()])
     return len(latest)
+
+
+class StagedRecords:
+    """Many records replacing their stored namesakes at once, in time that grows linearly.
+
+    ``save_records`` deletes and inserts each record by its key, and record ids (FOCUS row
+    hashes) are random: past the page cache every insert lands on another page of the key's
+    index, and on SQLite the WAL fills with copies of the same pages, so a large import slows
+    as it goes (200,000 FOCUS rows took 155 s). Here records are appended in arrival order to
+    a temporary table without any index, then moved in one statement sorted by key: each index
+    page is visited once. Within ``conn``'s transaction; a repeated id: the last one wins.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._seq = 0
+        columns = [Column(c.name, c.type) for c in cost_records.columns]
+        self._stage = Table("cost_records_stage", MetaData(), Column("seq", BigInteger),
+                            *columns, prefixes=["TEMPORARY"])  # fmt: skip
+        self._stage.create(conn)
+
+    def add(self, records: Sequence[CostRecord], now: datetime) -> None:
+        rows = [{**_row(r, now), "seq": self._seq + i} for i, r in enumerate(records)]
+        self._seq += len(rows)
+        if rows:
+            self._conn.execute(insert(self._stage), rows)
+
+    def store(self) -> int:
+        """Move the staged records into cost_records; returns how many (distinct ids)."""
+        stage, conn = self._stage, self._conn
+        for source in conn.execute(select(stage.c.source).distinct()).scalars().all():
+            ids = select(stage.c.record_id).where(stage.c.source == source)
+            conn.execute(delete(cost_records).where(
+                cost_records.c.source == source, cost_records.c.record_id.in_(ids)))  # fmt: skip
+        latest = select(func.max(stage.c.seq)).group_by(stage.c.source, stage.c.record_id)
+        count = conn.execute(select(func.count()).select_from(latest.subquery())).scalar_one()
+        names = [c.name for c in cost_records.columns]
+        conn.execute(insert(cost_records).from_select(
+            names,
+            select(*(stage.c[n] for n in names))
+            .where(stage.c.seq.in_(latest))
+            .order_by(stage.c.source, stage.c.record_id),
+        ))  # fmt: skip
+        stage.drop(conn)
+        return int(count)  # rowcount of INSERT ... SELECT is -1 on psycopg
 
 
 def _row(r: CostRecord, now: datetime) -> dict[str, object]:

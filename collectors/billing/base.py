@@ -34,7 +34,8 @@ def amount_problem(value: Decimal, limit: Decimal = MAX_ABS_AMOUNT) -> str | Non
     if not value.is_finite():
         return f"{value} is not a finite number"
     if abs(value) >= limit:
-        return f"{value} is out of bounds (|amount| must be under {limit:.0e})"
+        shown = str(value) if len(str(value)) <= 24 else f"{value:.6E}"  # not 5,000 digits
+        return f"{shown} is out of bounds (|amount| must be under {limit:.0e})"
     return None
 
 
@@ -86,8 +87,8 @@ def check_record(record: CostRecord) -> None:
     problem = amount_problem(record.amount)
     if problem is not None:
         raise BillingError(f"{where}: amount {problem}", retryable=False)
-    _check_lengths(where, {"source": record.source, "record id": record.record_id,
-                           "resource": record.resource})  # fmt: skip
+    texts = {"source": record.source, "record id": record.record_id, "resource": record.resource}
+    _check_text(where, {**texts, "description": record.description})
     if not record.currency or len(record.currency) > MAX_CURRENCY_CHARS:
         raise BillingError(
             f"{where}: currency {record.currency[:20]!r} is not a currency code", retryable=False
@@ -106,12 +107,14 @@ def check_rate(rate: HourlyRate) -> None:
         raise BillingError(f"{where}: USD per hour {problem}", retryable=False)
     if not 0 <= rate.gpus <= MAX_GPUS:
         raise BillingError(f"{where}: {rate.gpus} GPUs is not in 0..{MAX_GPUS}", retryable=False)
-    _check_lengths(where, {"source": rate.source, "resource": rate.resource, "name": rate.name})
+    _check_text(where, {"source": rate.source, "resource": rate.resource, "name": rate.name})
 
 
-def _check_lengths(where: str, fields: dict[str, str]) -> None:
+def _check_text(where: str, fields: dict[str, str]) -> None:
     for what, text in fields.items():
-        if len(text) > MAX_KEY_CHARS:
+        if "\x00" in text:  # PostgreSQL refuses NUL in text; nothing a provider means by it
+            raise BillingError(f"{where}: {what} holds a NUL character", retryable=False)
+        if len(text) > MAX_KEY_CHARS and what != "description":
             raise BillingError(
                 f"{where}: {what} is {len(text)} characters, at most {MAX_KEY_CHARS} are stored",
                 retryable=False,

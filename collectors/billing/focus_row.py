@@ -152,7 +152,7 @@ class KeyCounter:
     def __init__(self) -> None:
         self._db = sqlite3.connect("", isolation_level=None)  # "": temporary, on disk
         self._db.executescript(
-            "PRAGMA cache_size = -4096; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
+            "PRAGMA cache_size = -16384; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
             "CREATE TABLE seen (identity BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
         )
 
