@@ -8,7 +8,7 @@ row as in the issue's 148 MB file of 200,000 rows. Each is imported by the real 
 (`gpuwatch import focus`, a subprocess on a fresh, migrated SQLite database), and its wall
 time and peak RSS (the child's ru_maxrss) are printed next to the baseline measured in the
 same run: a subprocess that only reads and splits the same file with the csv module, which is
-the least any import must spend. Then a gzip bomb (1 GiB of repeated valid rows compressed to
+the least any import must spend. Then a gzip bomb (1 GiB of one repeated valid row compressed to
 about 1 MB) is imported the same way: it must be refused quickly, with little memory.
 
 Targets (issue 13): peak RSS under 100 MB whatever the file's size; time growing linearly
@@ -78,16 +78,17 @@ def write_export(path: Path, rows: int) -> None:
 
 
 def write_bomb(path: Path, plain: Path) -> None:
-    """The first rows of ``plain`` repeated up to BOMB_BYTES, gzip-compressed as they go: 20
-    rows (14 KB) fit deflate's 32 KB window, so each repeat costs a few bytes (about 1000:1).
-    Valid rows all: only the ratio tells it from a real export."""
+    """The first row of ``plain`` repeated up to BOMB_BYTES, gzip-compressed as it goes, as a
+    bomb is made: one short pattern compresses near deflate's limit (about 1000:1). Valid rows
+    all; only the ratio tells it from a real export."""
     with plain.open("rb") as fh:
         header = fh.readline()
-        body = b"".join(fh.readline() for _ in range(20))
+        row = fh.readline()
+    block = row * ((1 << 20) // len(row))
     with gzip.open(path, "wb", compresslevel=9) as out:
         out.write(header)
-        for _ in range(BOMB_BYTES // len(body)):
-            out.write(body)
+        for _ in range(BOMB_BYTES // len(block)):
+            out.write(block)
 
 
 def measure(args: list[str], env: dict[str, str]) -> Run:

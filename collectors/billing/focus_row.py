@@ -154,6 +154,9 @@ class KeyCounter:
         self._db.executescript(
             "PRAGMA cache_size = -16384; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
             "CREATE TABLE seen (identity BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
+            # One transaction, never committed: a commit per row writes the pages out each time
+            # (five times slower at 200,000 rows, and slower the larger the table).
+            "BEGIN;"
         )
 
     def key(self, identity: str) -> str:
