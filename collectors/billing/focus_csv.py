@@ -11,12 +11,14 @@ grow is bounded here, each limit failing with a message naming the file:
 * the text read, plain or decompressed: ``max_bytes`` (2 GiB by default, about three million
   rows; a month of a large account's export is tens of MB), so a huge file fails in bounded
   time instead of running for hours;
-* for gzip, the ratio of text out to compressed bytes in: over 200:1 after the first 1 MiB
-  is a gzip bomb (deflate tops out near 1032:1, and CSV exports compress 5-20:1), refused in
-  well under a second instead of after 2 GiB;
+* for gzip, the ratio of text out to compressed bytes in: over 100:1 after the first 1 MiB
+  is a gzip bomb (CSV exports compress 5-20:1; one valid row repeated compresses about 200:1,
+  a single repeated byte near deflate's limit of 1032:1), refused within the first few MiB
+  instead of after 2 GiB;
 * one physical line: 1 MiB (csv's own field limit, 128 KiB, bounds a quoted field that spans
   lines), so a file without line breaks is not read whole into one string;
-* the notes on skipped blank lines: the first 20, then a count.
+* blank lines: 100,000 at most (a file of nothing but line breaks is cheap to compress and
+  costs a loop turn per byte); notes on the first 20, then a count.
 """
 
 from __future__ import annotations
@@ -57,10 +59,11 @@ _VERSION_MARKERS = (
 )
 _GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BYTES = 2 << 30
-MAX_RATIO = 200
+MAX_RATIO = 100
 RATIO_GRACE_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 20
 MAX_SKIPPED_NOTES = 20
+MAX_BLANK_LINES = 100_000
 
 
 class FocusError(BillingError):
@@ -179,6 +182,11 @@ class FocusReader:
 
     def _note_blank(self, line: int) -> None:
         self._blank += 1
+        if self._blank > MAX_BLANK_LINES:
+            raise FocusError(
+                f"{self.path.name} line {line}: more than {MAX_BLANK_LINES:,} blank lines; "
+                "not a FOCUS export"
+            )
         if len(self._notes) < MAX_SKIPPED_NOTES:
             self._notes.append(f"line {line}: blank")
 
