@@ -264,3 +264,36 @@ def test_an_unforeseen_error_in_a_source_is_its_failure_with_a_traceback(
     finally:
         job.close()
         job.engine.dispose()
+
+
+def test_the_daemons_billing_job_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agent.daemon.service import Daemon  # APScheduler: only where the daemon is tested
+
+    server = FakeApi().start()
+    server.answer(VAST, Reply(200, b"[" * 100_000 + b"]" * 100_000))
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text(
+        f'database_url = "sqlite:///{tmp_path / "gw.db"}"\n[daemon]\ninterval_seconds = 10\n'
+        f'metrics_listen = ""\n[collectors.nvml]\nenabled = false\n'
+        f'[billing.vast]\nbase_url = "{server.url}"\n'
+    )
+    monkeypatch.setenv("VAST_API_KEY", TOKEN)
+    daemon = Daemon(str(path), load_config(str(path)))
+    try:
+        daemon.lead()  # alone on its database: the leader, which asks the providers
+        daemon.bill()  # the hourly job, as the scheduler calls it
+        error = daemon.app.billing.last_errors["vast"]
+        assert error is not None and "nests too deeply" in error
+
+        def broken(now: datetime) -> dict[str, str | None]:
+            raise RuntimeError("a bug past the job's own guard")
+
+        monkeypatch.setattr(daemon.app.billing, "run", broken)
+        with caplog.at_level(logging.ERROR):
+            daemon.bill()  # logged with its traceback, never raised into the scheduler
+        assert any("billing failed" in r.getMessage() for r in caplog.records)
+    finally:
+        daemon.app.close()
+        server.stop()
