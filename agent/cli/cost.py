@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
+from agent.cli import focus_import
 from agent.config.settings import Config
-from agent.cost.billing import Reconciliation, reconcile, save_records
+from agent.cost.billing import Reconciliation, reconcile
 from agent.cost.breakeven import Workload
 from agent.cost.summarize import Line, Summary, summarize
 from agent.reporting import json_text
 from agent.storage.db import open_database
 from alerts.duration import DurationError, parse_duration
 from collectors.base import GpuwatchError
-from collectors.billing.focus import (
-    FocusFile,
-    burn_rate_per_hour,
-    month_to_date_billed,
-    read_focus,
-    to_cost_records,
-)
 from collectors.printable import printable
-
-FOCUS_SOURCE = "focus"
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,8 +27,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     imp = sub.add_parser("import", help="import billing exports")
     kinds = imp.add_subparsers(dest="import_kind", required=True, metavar="KIND")
     focus = kinds.add_parser("focus", help="FOCUS cost and usage exports (CSV or CSV.gz)")
-    focus.add_argument("files", nargs="+", metavar="FILE", type=Path)
-    focus.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+    focus_import.add_arguments(focus)
 
 
 def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
@@ -125,45 +114,6 @@ def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
                            "difference_usd": str(round(r.difference_usd, 6)),
                            "billed_by_source": {k: str(v) for k, v in r.by_source.items()}},
     }  # fmt: skip
-
-
-def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) -> int:
-    """Read every file first (all or nothing), then store them in one transaction."""
-    files = [read_focus(path) for path in args.files]
-    engine = open_database(config.database_url)
-    try:
-        with engine.begin() as conn:
-            stored = sum(save_records(conn, to_cost_records(f, FOCUS_SOURCE), now) for f in files)
-    finally:
-        engine.dispose()
-    for f in files:
-        print(f"{f.path.name}: {len(f.rows)} rows (FOCUS {f.version_guess})")
-    print(f"stored {stored} cost records (re-importing replaces them, never adds)")
-    for line in _focus_totals(files):
-        print(line)
-    return 0
-
-
-def _focus_totals(files: Sequence[FocusFile]) -> list[str]:
-    rows = [row for f in files for row in f.rows]
-    if not rows:
-        return []
-    last = max(row.charge_period_start for row in rows)
-    month = last.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = max(row.charge_period_end for row in rows)
-    mtd = month_to_date_billed(rows, month, end)
-    day_start = max(end - timedelta(days=1), min(row.charge_period_start for row in rows))
-    burn = burn_rate_per_hour(rows, day_start, end) if end > day_start else {}
-    out = [f"month-to-date billed {month:%Y-%m}: " + _money(mtd)]
-    out.append(f"burn rate (effective cost of usage, last 24 h of charges): {_money(burn)}/h")
-    return out
-
-
-def _money(amounts: dict[str, Decimal]) -> str:
-    return (
-        ", ".join(f"{currency} {amount:,.4f}" for currency, amount in sorted(amounts.items()))
-        or "0"
-    )
 
 
 def measured_workload(config: Config, window: str, now: datetime | None = None) -> Workload:

@@ -16,6 +16,7 @@ from agent.cli import alerts as alerts_cli
 from agent.cli import breakeven as breakeven_cli
 from agent.cli import cost as cost_cli
 from agent.cli import digest as digest_cli
+from agent.cli import focus_import
 from agent.cli import report as report_cli
 from agent.cli.cost import measured_workload
 from agent.collect.clock import utc_now
@@ -204,7 +205,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    return cost_cli.run_import_focus(args, load_config(args.config), utc_now())
+    return focus_import.run_import_focus(args, load_config(args.config), utc_now())
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

@@ -169,7 +169,9 @@ class Daemon:
         """The hourly job: provider APIs; each failing provider is logged and stores nothing.
         Fleet work: only the leader asks the providers (their rate limits are per account)."""
         if self.app.config.billing and self.app.leading:
-            self.app.billing.run(self.clock())
+            # BillingJob records each provider's failure itself; _guarded is the last net.
+            self._guarded("billing", "it is retried next hour",
+                          lambda: self.app.billing.run(self.clock()))  # fmt: skip
 
     def send_digest(self) -> None:
         """The weekly digest when due (checked every few minutes and at start, so a week

@@ -18,7 +18,9 @@ What the reader accepts, and why:
 
 A file is read all or nothing: a missing required column or one bad value raises
 :class:`FocusError` naming the file (and the line and column), and no row is returned, so a
-half-read export can never be stored as if it were the whole bill.
+half-read export can never be stored as if it were the whole bill. Large files are streamed
+(:class:`FocusReader`), and what an import prints is summed as the rows go by
+(:class:`FocusTotals`), so memory does not grow with the file.
 
 The module is the entry point: reading is in focus_csv.py (the file) and focus_row.py (one
 record), and what rows add up to (cost records, month to date, burn rate) is here.
@@ -27,11 +29,13 @@ record), and what rows add up to (cost records, month to date, burn rate) is her
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import TypeVar
 
 from collectors.billing.base import CostKind, CostRecord
-from collectors.billing.focus_csv import FocusError, FocusFile, read_focus
+from collectors.billing.focus_csv import FocusError, FocusFile, FocusReader, read_focus
 from collectors.billing.focus_row import KEY_COLUMNS, REQUIRED_COLUMNS, ChargeCategory, FocusRow
 
 __all__ = [
@@ -40,14 +44,18 @@ __all__ = [
     "ChargeCategory",
     "FocusError",
     "FocusFile",
+    "FocusReader",
     "FocusRow",
+    "FocusTotals",
     "burn_rate_per_hour",
     "month_to_date_billed",
     "read_focus",
+    "cost_records",
     "to_cost_records",
 ]
 
 _HOUR = timedelta(hours=1)
+_K = TypeVar("_K")
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -59,11 +67,14 @@ def to_cost_records(file: FocusFile, source: str) -> list[CostRecord]:
     cost per token). Their ids are ``row_key + ":billed"`` and ``row_key + ":effective"``, so
     storing the file again replaces both instead of counting them twice.
     """
-    records: list[CostRecord] = []
-    for row in file.rows:
-        records.append(_record(row, source, CostKind.BILLED, row.billed_cost))
-        if row.effective_cost is not None:
-            records.append(_record(row, source, CostKind.EFFECTIVE, row.effective_cost))
+    return [record for row in file.rows for record in cost_records(row, source)]
+
+
+def cost_records(row: FocusRow, source: str) -> list[CostRecord]:
+    """One row's records, as ``to_cost_records`` makes them."""
+    records = [_record(row, source, CostKind.BILLED, row.billed_cost)]
+    if row.effective_cost is not None:
+        records.append(_record(row, source, CostKind.EFFECTIVE, row.effective_cost))
     return records
 
 
@@ -102,7 +113,8 @@ def burn_rate_per_hour(
     for row in rows:
         if row.charge_category is not ChargeCategory.USAGE or row.effective_cost is None:
             continue
-        share = _share_in_window(row.effective_cost, row, start, end)
+        period = (row.charge_period_start, row.charge_period_end)
+        share = _share_in_window(row.effective_cost, period, start, end)
         if share is not None:
             currency = row.billing_currency
             totals[currency] = totals.get(currency, Decimal(0)) + share
@@ -128,12 +140,12 @@ def _record(row: FocusRow, source: str, kind: CostKind, amount: Decimal) -> Cost
 
 
 def _share_in_window(
-    cost: Decimal, row: FocusRow, start: datetime, end: datetime
+    cost: Decimal, period: tuple[datetime, datetime], start: datetime, end: datetime
 ) -> Decimal | None:
-    length = row.charge_period_end - row.charge_period_start
+    length = period[1] - period[0]
     if not length:
-        return cost if start <= row.charge_period_start < end else None
-    overlap = min(end, row.charge_period_end) - max(start, row.charge_period_start)
+        return cost if start <= period[0] < end else None
+    overlap = min(end, period[1]) - max(start, period[0])
     if overlap <= timedelta(0):
         return None
     return cost * _micros(overlap) / _micros(length)
@@ -149,3 +161,93 @@ def _check_window(start: datetime, end: datetime, *, allow_empty: bool) -> None:
         raise ValueError("window bounds must be timezone-aware")
     if end < start or (end == start and not allow_empty):
         raise ValueError(f"window end {end.isoformat()} is not after start {start.isoformat()}")
+
+
+_DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What an import of some files adds up to (see :class:`FocusTotals`)."""
+
+    month: datetime  # the first instant of the month of the latest charge
+    month_to_date: dict[str, Decimal]
+    burn_per_hour: dict[str, Decimal]
+
+
+class FocusTotals:
+    """The month to date and burn rate of rows seen one at a time, in bounded memory.
+
+    Gives what ``month_to_date_billed`` and ``burn_rate_per_hour`` would over all the rows, for
+    the month of the latest charge up to the latest charge end, and for the last 24 hours of
+    charges, without keeping the rows: billed cost is summed per month and currency, and the
+    effective cost of usage per charge period and currency, forgetting periods that ended more
+    than a day before the latest end seen (they cannot reach the last 24 hours). A rows's
+    start can only equal the latest end when it is a zero-length charge at that very instant,
+    which the month to date leaves out ([month, end)): those are summed apart and subtracted.
+    """
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self._first: datetime | None = None
+        self._last_start: datetime | None = None
+        self._end: datetime | None = None
+        self._months: dict[tuple[datetime, str], tuple[Decimal, int]] = {}
+        self._at_end: dict[str, tuple[Decimal, int]] = {}
+        self._usage: dict[tuple[datetime, datetime, str], Decimal] = {}
+        self._prune_at = 1024
+
+    def add(self, row: FocusRow) -> None:
+        start, end, currency = row.charge_period_start, row.charge_period_end, row.billing_currency
+        self.rows += 1
+        self._first = start if self._first is None else min(self._first, start)
+        self._last_start = start if self._last_start is None else max(self._last_start, start)
+        if self._end is None or end > self._end:
+            self._end, self._at_end = end, {}
+        month = _month(start)
+        _add(self._months, (month, currency), row.billed_cost)
+        if start == self._end:
+            _add(self._at_end, currency, row.billed_cost)
+        if row.charge_category is ChargeCategory.USAGE and row.effective_cost is not None:
+            key = (start, end, currency)
+            self._usage[key] = self._usage.get(key, Decimal(0)) + row.effective_cost
+            if len(self._usage) >= self._prune_at:
+                self._prune()
+
+    def summary(self) -> Summary | None:
+        """None when no row was added."""
+        if self._first is None or self._last_start is None or self._end is None:
+            return None
+        month, end = _month(self._last_start), self._end
+        mtd: dict[str, Decimal] = {}
+        for (row_month, currency), (amount, count) in self._months.items():
+            less, fewer = self._at_end.get(currency, (Decimal(0), 0))
+            if row_month == month and count > fewer:
+                mtd[currency] = amount - less
+        day_start = max(end - _DAY, self._first)
+        return Summary(month, mtd, self._burn(day_start, end) if end > day_start else {})
+
+    def _burn(self, start: datetime, end: datetime) -> dict[str, Decimal]:
+        totals: dict[str, Decimal] = {}
+        for (period_start, period_end, currency), cost in self._usage.items():
+            share = _share_in_window(cost, (period_start, period_end), start, end)
+            if share is not None:
+                totals[currency] = totals.get(currency, Decimal(0)) + share
+        window = _micros(end - start)
+        return {cur: total * _micros(_HOUR) / window for cur, total in totals.items()}
+
+    def _prune(self) -> None:
+        assert self._end is not None
+        horizon = self._end - _DAY
+        # Strictly before: a zero-length charge exactly at the window's start still counts.
+        self._usage = {key: cost for key, cost in self._usage.items() if key[1] >= horizon}
+        self._prune_at = max(1024, 2 * len(self._usage))
+
+
+def _add(sums: dict[_K, tuple[Decimal, int]], key: _K, amount: Decimal) -> None:
+    total, count = sums.get(key, (Decimal(0), 0))
+    sums[key] = (total + amount, count + 1)
+
+
+def _month(when: datetime) -> datetime:
+    return when.replace(day=1, hour=0, minute=0, second=0, microsecond=0)

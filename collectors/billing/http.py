@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from collectors.billing.base import BillingAuthError, BillingError
+from collectors.redact import redact_url, redact_urls
 from collectors.retry import Backoff, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,10 @@ Params = Mapping[str, str | int]
 _TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _DETAIL_KEYS = ("detail", "message", "msg", "error", "title")
 _DETAIL_CHARS = 200
+# The largest answer read: a page of Vast (100 charges) is tens of KB, two days of RunPod's
+# hourly buckets for a thousand pods about 10 MB. Past this the answer is refused, unread, so
+# an endless or gzip-bombed body cannot fill the daemon's memory.
+MAX_ANSWER_BYTES = 64 << 20
 
 
 class ApiError(BillingError):
@@ -75,6 +80,7 @@ class ApiClient:
         backoff_cap_seconds: float = 60.0,
         max_retry_after_seconds: float = 300.0,
         wall_clock: Callable[[], datetime] = _utcnow,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         _check_token(provider, token, token_variable)
         if max_retries < 0:
@@ -95,9 +101,10 @@ class ApiClient:
         self._backoff = Backoff(backoff_base_seconds, backoff_cap_seconds)
         self._max_retry_after = max_retry_after_seconds
         self._ready_at = float("-inf")
+        self._max_answer = max_answer_bytes
 
     def __repr__(self) -> str:
-        return f"ApiClient({self.provider!r}, {self.base_url!r})"
+        return f"ApiClient({self.provider!r}, {redact_url(self.base_url)!r})"
 
     def get_json(self, path: str, params: Params | None = None) -> Any:
         """The decoded JSON body of ``GET base_url + path``."""
@@ -122,14 +129,11 @@ class ApiClient:
     ) -> Any:
         if params is not None and "api_key" in params:
             raise ValueError("the key goes in the token, never in the query string")
-        url = self.base_url + path
         failures: list[str] = []  # what went wrong, distinct, in order
         for attempt in range(self._max_retries + 1):
             self._pace()
             try:
-                response = self._client.request(
-                    method, url, params=params, json=body, headers=self._headers
-                )
+                response = self._send(method, path, params, body)
             except _TRANSIENT as exc:
                 status, failure = None, self._describe(exc)
                 delay = self._wait(attempt)
@@ -155,6 +159,34 @@ class ApiClient:
             f"({'; '.join(failures)})",
             status=status,
             retryable=True,
+        )
+
+    def _send(self, method: str, path: str, params: Params | None, body: object) -> httpx.Response:
+        """The response with its body read (decompressed), refused past ``max_answer_bytes``."""
+        request = self._client.build_request(
+            method, self.base_url + path, params=params, json=body, headers=self._headers
+        )
+        response = self._client.send(request, stream=True)
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self._max_answer:
+                    raise ApiError(
+                        f"{self.provider} {path}: the answer is larger than "
+                        f"{self._max_answer:,} bytes (HTTP {response.status_code})",
+                        status=response.status_code,
+                        retryable=False,
+                    )
+                chunks.append(chunk)
+        finally:
+            response.close()
+        # Already decompressed: the copy must not say it is still encoded.
+        headers = [(k, v) for k, v in response.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length")]  # fmt: skip
+        return httpx.Response(
+            response.status_code, headers=headers, content=b"".join(chunks), request=request
         )
 
     def _delay_or_raise(self, path: str, response: httpx.Response, attempt: int) -> float:
@@ -198,6 +230,13 @@ class ApiClient:
     def _decode(self, path: str, response: httpx.Response) -> Any:
         try:
             return json.loads(response.content, parse_float=Decimal, parse_constant=_no_constant)
+        except RecursionError:  # the decoder recurses per level: thousands of [[[... exhaust it
+            raise ApiError(
+                f"{self.provider} {path}: the answer nests too deeply to be read "
+                f"({len(response.content)} bytes)",
+                status=response.status_code,
+                retryable=False,
+            ) from None
         except ValueError:
             ctype = response.headers.get("Content-Type", "no Content-Type")
             raise ApiError(
@@ -211,7 +250,7 @@ class ApiClient:
         """The provider's own words about an error, short and scrubbed; "" when none."""
         try:
             payload = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             return ""
         if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
             payload = payload["error"]  # Lambda: {"error": {"code", "message"}}
@@ -225,7 +264,7 @@ class ApiClient:
         return self._scrub(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._token, "<redacted>")
+        return redact_urls(text.replace(self._token, "<redacted>"))
 
 
 def _check_token(provider: str, token: str, variable: str) -> None:
@@ -303,10 +342,13 @@ class Node:
         try:
             when = datetime.fromisoformat(self.text())
         except ValueError:
-            raise self._error(self.path, f"is not an RFC 3339 time: {self.value!r}") from None
+            raise self._error(self.path, f"is not an RFC 3339 time: {self.value!r:.80}") from None
         if when.tzinfo is None:
             raise self._error(self.path, f"has no UTC offset: {self.value!r}")
-        return when.astimezone(UTC)
+        try:
+            return when.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first UTC instant
+            raise self._error(self.path, f"is out of range: {self.value!r}") from None
 
     def unix_time(self) -> datetime:
         """Seconds since the epoch (integer or fractional), as UTC."""

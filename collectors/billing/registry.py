@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 import httpx
 
 from collectors.billing.base import BillingAuthError, CostRecord, HourlyRate
-from collectors.billing.http import ApiClient
+from collectors.billing.http import MAX_ANSWER_BYTES, ApiClient
 from collectors.billing.lambdalabs import LambdaSource
 from collectors.billing.runpod import RunPodSource
 from collectors.billing.vast import VastSource
@@ -113,6 +113,7 @@ def make_source(
     max_retries: int = 4,
     min_interval_seconds: float | None = None,
     timeout_seconds: float = 30.0,
+    max_answer_bytes: int = MAX_ANSWER_BYTES,
 ) -> RateSource:
     """A source for ``provider`` ("runpod", "lambda", "vast"); close it when done.
 
@@ -135,6 +136,7 @@ def make_source(
             min_interval_seconds=interval if min_interval_seconds is None else min_interval_seconds,
             rng=rng,
             timeout_seconds=timeout_seconds,
+            max_answer_bytes=max_answer_bytes,
         )
 
     rest = api(base_url or info.base_url)
