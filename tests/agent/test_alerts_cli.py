@@ -129,7 +129,7 @@ def test_silence_errors_name_the_argument(
         capsys, "silence", "add", "--match", "no operator", "--duration", "2h",
         "--comment", "x", "--config", config_path,
     )  # fmt: skip
-    assert code == 1 and "--match: bad matcher 'no operator'" in err
+    assert code == 1 and "--match: bad matcher format: no operator (expected NAME=VALUE" in err
     code, _, err = run(
         capsys, "silence", "add", "--match", "a=b", "--duration", "2 hours",
         "--comment", "x", "--config", config_path,

@@ -251,6 +251,7 @@ def test_a_hundred_thousand_label_values_cost_one_fast_small_failed_tick(
     out, err = proc.communicate()  # what it wrote: a few lines, already in the pipes
     assert os.waitstatus_to_exitcode(status) == 1, err  # a collector failed: exit 1, said
     peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    print(f"peak {peak_mb:.1f} MB, {took:.2f} s")
     assert peak_mb < 150, peak_mb
     assert took < 10, took  # within the default interval, process start included
     assert "sample_limit exceeded (samples: 100" in err + out
