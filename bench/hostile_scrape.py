@@ -3,7 +3,7 @@
     python bench/hostile_scrape.py
 
 1. `gpuwatch collect --once` (a fresh process, SQLite, NVML off) against one vLLM 0.33
-   simulator target: wall time and the process's peak RSS (from the kernel, wait4), with a
+   simulator target: wall time and the process's peak RSS (its own VmHWM, tests/cli_peak.py), with a
    healthy body (the baseline) and with 100,000 extra series of one metric (a distinct
    ``model_name`` each), which the target's ``sample_limit`` refuses.
 2. Parsing one healthy body (2 models x 2 data-parallel engines, every histogram): the median
@@ -15,9 +15,7 @@ Targets (issue 13): the hostile tick finishes within the interval (10 s) and und
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +29,7 @@ from agent.sim import EngineServer, Traffic, render  # noqa: E402
 from collectors.engines import read_by_a_mapper  # noqa: E402
 from collectors.engines.exposition import Exposition  # noqa: E402
 from collectors.limits import ScrapeLimits  # noqa: E402
+from tests.cli_peak import run_with_peak  # noqa: E402
 
 EXTRA_SERIES = 100_000
 
@@ -55,13 +54,8 @@ def collect_once(rewrite: Callable[[str], str] | None) -> tuple[float, float]:
             f'[[targets]]\nname = "t"\nurl = "{engine.url}"\n'
         )
         began = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.cli.main", "collect", "--once", "--config", str(config)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
-        )  # fmt: skip
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        return time.monotonic() - began, usage.ru_maxrss / 1024
+        _, peak = run_with_peak(["collect", "--once", "--config", str(config)])
+        return time.monotonic() - began, peak
 
 
 def parse_times(body: str, limits: ScrapeLimits | None) -> float:

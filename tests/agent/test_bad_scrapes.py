@@ -9,8 +9,6 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +21,7 @@ from agent.config.settings import load_config
 from agent.daemon.app import App
 from agent.sim import EngineServer, Traffic
 from agent.storage.db import upgrade_database
+from tests.cli_peak import run_with_peak
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
 
@@ -240,17 +239,10 @@ def test_a_hundred_thousand_label_values_cost_one_fast_small_failed_tick(
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_nvml_dir),
            "FAKE_NVML_CONFIG": str(tmp_path / "fake-nvml.txt")}  # fmt: skip
     started = datetime.now(UTC)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli.main", "collect", "--once", "--config", str(config_file)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )  # fmt: skip
-    _, status, usage = os.wait4(proc.pid, 0)  # its own peak memory, as the kernel counted it
+    done, peak_mb = run_with_peak(["collect", "--once", "--config", str(config_file)], env)
     took = (datetime.now(UTC) - started).total_seconds()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    out, err = proc.communicate()  # what it wrote: a few lines, already in the pipes
-    assert os.waitstatus_to_exitcode(status) == 1, err  # a collector failed: exit 1, said
-    peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 1, err  # a collector failed: exit 1, said
     print(f"peak {peak_mb:.1f} MB, {took:.2f} s")
     assert peak_mb < 150, peak_mb
     assert took < 10, took  # within the default interval, process start included
