@@ -173,7 +173,28 @@ class Store:
 
         ``match`` keeps series whose labels include those pairs (all hosts when host is absent).
         """
-        ids = self._series_matching(metric, match)
+        found = self.series_of(metric, match.get("host"))
+        return self.points(
+            {sid: lj for sid, (lj, labels) in found.items()
+             if all(labels.get(k) == v for k, v in match.items())},
+            start, end,
+        )  # fmt: skip
+
+    def series_of(self, metric: str, host: str | None) -> dict[int, tuple[str, dict[str, str]]]:
+        """Every series of ``metric`` (of ``host``, through the (host, metric) index: on a shared
+        database a host's alert inputs cost its own series, not the fleet's): id -> (labels
+        JSON, labels)."""
+        query = select(series.c.id, series.c.labels).where(series.c.metric == metric)
+        if host is not None:
+            query = query.where(series.c.host == host)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {sid: (lj, json.loads(lj)) for sid, lj in rows}
+
+    def points(
+        self, ids: Mapping[int, str], start: datetime, end: datetime
+    ) -> dict[str, list[tuple[datetime, float]]]:
+        """The window's points of the series ``ids`` (id -> labels JSON), as ``window``."""
         if not ids:
             return {}
         with self.engine.connect() as conn:
@@ -185,18 +206,6 @@ class Store:
             if points:
                 out[labels] = points
         return out
-
-    def _series_matching(self, metric: str, match: Mapping[str, str]) -> dict[int, str]:
-        query = select(series.c.id, series.c.labels).where(series.c.metric == metric)
-        if "host" in match:
-            # Through the (host, metric) index: on a shared database a host's alert inputs
-            # cost its own series, not the fleet's.
-            query = query.where(series.c.host == match["host"])
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return {
-            sid: lj for sid, lj in rows if all(json.loads(lj).get(k) == v for k, v in match.items())
-        }
 
     def failing_at_stop(
         self, collectors: Sequence[str]

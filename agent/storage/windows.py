@@ -23,6 +23,7 @@ from agent.storage.series_math import (
     histogram_quantile,
     increase_many,
 )
+from agent.storage.store import Store
 
 QUANTILES = (0.5, 0.95, 0.99)
 Window = dict[str, list[tuple[datetime, float]]]  # canonical labels JSON -> points
@@ -51,38 +52,33 @@ class HistogramWindow:
 
 
 class ReadOnce:
-    """One evaluation's window reads over a host: each (metric, start, end) is asked of the
-    source once, for the whole host, and filtered here by the rest of the match.
+    """One evaluation's window reads over a host: each metric's series are listed once (and
+    their labels decoded once), then each window reads only its own series' points.
 
-    The alert inputs ask per target and model (a histogram window each); a store read per pair
-    made a tick's cost grow with the pairs times the series ever stored of the metric."""
+    The alert inputs ask per target and model (a histogram window each); listing and decoding
+    every series of the metric per pair made a tick's cost grow with the pairs times the series
+    ever stored. The points are still read per pair, so the memory a tick peaks at stays one
+    pair's window, not the host's."""
 
     def __init__(self, source: WindowSource, host: str) -> None:
         self.source = source
         self.host = host
-        self._read: dict[tuple[str, datetime, datetime], Window] = {}
-        self._labels: dict[str, dict[str, str]] = {}
+        self._series: dict[str, dict[int, tuple[str, dict[str, str]]]] = {}
 
     def window(
         self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
     ) -> Window:
-        if match.get("host") != self.host:
-            return self.source.window(metric, start, end, match)
-        key = (metric, start, end)
-        if key not in self._read:
-            self._read[key] = self.source.window(metric, start, end, {"host": self.host})
-        rest = [(k, v) for k, v in match.items() if k != "host"]
-        return {
-            labels: points
-            for labels, points in self._read[key].items()
-            if all(self._decoded(labels).get(k) == v for k, v in rest)
+        store = self.source
+        if match.get("host") != self.host or not isinstance(store, Store):
+            return store.window(metric, start, end, match)  # memory, or another host
+        if metric not in self._series:
+            self._series[metric] = store.series_of(metric, self.host)
+        wanted = {
+            sid: lj
+            for sid, (lj, labels) in self._series[metric].items()
+            if all(labels.get(k) == v for k, v in match.items())
         }
-
-    def _decoded(self, labels: str) -> dict[str, str]:
-        found = self._labels.get(labels)
-        if found is None:
-            found = self._labels[labels] = json.loads(labels)
-        return found
+        return store.points(wanted, start, end)
 
 
 def counter_increase(

@@ -92,7 +92,7 @@ def test_retention_drops_whole_chunks_only_when_all_their_points_are_old(db: Eng
 def test_a_late_row_for_a_packed_hour_is_merged_into_its_chunk(db: Engine) -> None:
     box, _ = run_box(db, 2 * 3600 + 600)
     store = Store(db, HOST)
-    (sid,) = store._series_matching(TOKENS, {})
+    (sid,) = store.series_of(TOKENS, None)
     with db.begin() as conn:
         conn.execute(samples.insert().values(series_id=sid, ts=at(5), value=-1.0))
         mine = select(series.c.id).where(series.c.host == HOST)
