@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.alerting import store as alert_store
+from agent.storage.spool import delete_file, open_private, open_read_only
 from alerts.dedup import Notification
 from migrations.schema import from_micros, to_micros
 
@@ -44,7 +45,7 @@ def pending_in(path: Path) -> int:
     if not path.exists():
         return 0
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = open_read_only(path)
         try:
             row = conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()
         finally:
@@ -121,8 +122,7 @@ class LocalOutbox:
             if self._conn.execute("SELECT 1 FROM outbox LIMIT 1").fetchone() is None:
                 self._conn.close()
                 self._conn = None
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                delete_file(self.path)
 
     def close(self) -> None:
         with self._lock:
@@ -132,10 +132,8 @@ class LocalOutbox:
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn = open_private(self.path)
             conn.execute(SCHEMA)
-            self.path.chmod(0o600)  # notifications name the box's hosts and models
             self._conn = conn
         return self._conn
 

@@ -95,8 +95,7 @@ class Spool:
                 # daemon that spools once in a while would otherwise keep for good.
                 conn.close()
                 self._conn = None
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                delete_file(self.path)
 
     def refresh(self) -> None:
         """Recount from the file: another Spool on it (the App a reload replaced) may have
@@ -124,12 +123,10 @@ class Spool:
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn = open_private(self.path)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(SCHEMA)
-            self.path.chmod(0o600)  # the rounds are the box's data, as private as its database
             self._conn = conn
             self._recount(conn)
         return self._conn
@@ -155,13 +152,34 @@ class Spool:
             self._oldest = None if first is None else from_micros(int(first))
 
 
+def open_private(path: Path) -> sqlite3.Connection:
+    """A local SQLite file of the daemon's own (spool, local outbox): its folder 0700, the file
+    0600, as private as the database (rounds and notifications name the box's hosts and
+    models); autocommit, usable from the tick's and the jobs' threads under the caller's lock."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    path.chmod(0o600)
+    return conn
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """Such a file read without writing, for the CLI, which may run as another user."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def delete_file(path: Path) -> None:
+    """Such a file and its journals, once it holds nothing."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 def peek(path: Path) -> SpoolStats | None:
     """What a spool file holds, read without writing (for the CLI, which may run as another
     user than the daemon); None when there is no spool or it cannot be read."""
     if not path.exists():
         return None
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = open_read_only(path)
         try:
             total, count, first = conn.execute(
                 "SELECT coalesce(sum(length(data)), 0), count(*), min(ts) FROM rounds"
