@@ -12,9 +12,11 @@
  * nvmlDeviceGetCurrentClocksEventReasons, nvmlDevice{Compute,Graphics}RunningProcesses_v3)
  * are not exported at all, so pynvml's lookup fails exactly as on a real old driver.
  *
- * The "hardware" is a text file named by $FAKE_NVML_CONFIG, re-read on EVERY call so that a
- * test can rewrite it mid-test. A missing file means "driver not loaded". Format, one item a
- * line, '#' starts a comment; tests/fakenvml/build.py writes it from Python values:
+ * The "hardware" is a text file named by $FAKE_NVML_CONFIG, checked on EVERY call so that a
+ * test can rewrite it mid-test (re-parsed when its path, inode, size or times change: replace
+ * it atomically, as build.py's write_config does). A missing file means "driver not loaded".
+ * Format, one item a line, '#' starts a comment; tests/fakenvml/build.py writes it from Python
+ * values:
  *
  *   driver 550.54.15
  *   gpu uuid=GPU-... name="NVIDIA H100 80GB HBM3" util=3 memutil=1
@@ -55,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_GPUS 16
 #define MAX_MIGS 8
@@ -299,13 +302,43 @@ static void parse_fail(char *rest, int missing)
     }
 }
 
+/* What the thread's cfg was parsed from: the path and the file's identity. Tests replace the
+ * file atomically (a rename: a new inode), so an unchanged identity means unchanged content;
+ * parsing it again on every call cost ~0.6 ms a call, which made the fake, not the code under
+ * test, most of a benchmarked tick (a real driver answers these calls in microseconds). */
+typedef struct {
+    int valid;
+    char path[4096];
+    struct stat st;
+} fake_source;
+static __thread fake_source source;
+
+static int same_file(const char *path, const struct stat *st)
+{
+    return source.valid && !strcmp(source.path, path) && source.st.st_dev == st->st_dev &&
+           source.st.st_ino == st->st_ino && source.st.st_size == st->st_size &&
+           source.st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+           source.st.st_mtim.tv_nsec == st->st_mtim.tv_nsec &&
+           source.st.st_ctim.tv_sec == st->st_ctim.tv_sec &&
+           source.st.st_ctim.tv_nsec == st->st_ctim.tv_nsec;
+}
+
 static void load_config(void)
 {
-    memset(&cfg, 0, sizeof cfg);
     const char *path = getenv("FAKE_NVML_CONFIG");
+    struct stat st;
+    if (path && strlen(path) < sizeof source.path && stat(path, &st) == 0 && same_file(path, &st))
+        return;
+    source.valid = 0;
+    memset(&cfg, 0, sizeof cfg);
     FILE *fp = path ? fopen(path, "r") : NULL;
     if (!fp)
         return;
+    if (strlen(path) < sizeof source.path && fstat(fileno(fp), &st) == 0) {
+        source.valid = 1;
+        strcpy(source.path, path);
+        source.st = st;
+    }
     cfg.loaded = 1;
     copy_str(cfg.driver, sizeof cfg.driver, "550.54.15");
 
