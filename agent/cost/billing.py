@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.config.settings import BillingProviderConfig
+from collectors.base import Sample
 from collectors.billing.base import (
     BillingError,
     CostKind,
@@ -198,10 +199,27 @@ class BillingJob:
     factory: Callable[[str, str, str | None], RateSource] = make_source
     _sources: dict[str, RateSource] = field(default_factory=dict)
     last_errors: dict[str, str | None] = field(default_factory=dict)
+    last_success: dict[str, datetime] = field(default_factory=dict)
 
     def run(self, now: datetime) -> dict[str, str | None]:
         """provider -> None when stored, else the error; failures store nothing."""
-        return {p.provider: self._one(p, now) for p in self.providers}
+        out = {p.provider: self._one(p, now) for p in self.providers}
+        self.last_success.update({name: now for name, error in out.items() if error is None})
+        return out
+
+    def health(self, host: str, now: datetime) -> list[Sample]:
+        """Each provider read so far as a collector of its own (``billing/<provider>``) with
+        the health series every collector has, so a failing billing API shows on /metrics and
+        can be alerted on, not only in the log."""
+        out: list[Sample] = []
+        for name, error in sorted(self.last_errors.items()):
+            labels = {"host": host, "collector": f"billing/{name}"}
+            values = {"gpuwatch_collector_success": float(error is None)}
+            if name in self.last_success:  # never succeeded: absent, not a 1970 timestamp
+                last = self.last_success[name].timestamp()
+                values["gpuwatch_collector_last_success_timestamp_seconds"] = last
+            out.extend(Sample(metric=m, value=v, labels=labels, ts=now) for m, v in values.items())
+        return out
 
     def _one(self, provider: BillingProviderConfig, now: datetime) -> str | None:
         name = provider.provider

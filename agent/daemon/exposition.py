@@ -28,6 +28,7 @@ class LatestRoundCollector:
         self._cost: tuple[Sample, ...] = ()  # refreshed after each rollup, not each tick
         self._fleet: tuple[Sample, ...] = ()  # leadership, refreshed when it is checked
         self._daemon: tuple[Sample, ...] = ()  # the daemon's own counters (missed ticks)
+        self._billing: tuple[Sample, ...] = ()  # each billing source's health, hourly
 
     def update(self, round_: Round) -> None:
         samples = tuple(s for _, s in round_.tagged_samples())
@@ -46,9 +47,13 @@ class LatestRoundCollector:
         with self._lock:
             self._daemon = tuple(samples)
 
+    def update_billing(self, samples: Sequence[Sample]) -> None:
+        with self._lock:
+            self._billing = tuple(samples)
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            samples = self._samples + self._cost + self._fleet + self._daemon
+            samples = self._samples + self._cost + self._fleet + self._daemon + self._billing
         families: dict[str, list[Sample]] = defaultdict(list)
         for s in samples:
             if s.metric.endswith("_created"):

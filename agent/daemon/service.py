@@ -170,8 +170,10 @@ class Daemon:
         Fleet work: only the leader asks the providers (their rate limits are per account)."""
         if self.app.config.billing and self.app.leading:
             # BillingJob records each provider's failure itself; _guarded is the last net.
+            now = self.clock()
             self._guarded("billing", "it is retried next hour",
-                          lambda: self.app.billing.run(self.clock()))  # fmt: skip
+                          lambda: self.app.billing.run(now))  # fmt: skip
+            self.latest.update_billing(self.app.billing.health(self.app.config.host, now))
 
     def send_digest(self) -> None:
         """The weekly digest when due (checked every few minutes and at start, so a week

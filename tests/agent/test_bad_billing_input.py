@@ -286,6 +286,15 @@ def test_the_daemons_billing_job_never_raises(
         daemon.bill()  # the hourly job, as the scheduler calls it
         error = daemon.app.billing.last_errors["vast"]
         assert error is not None and "nests too deeply" in error
+        # and /metrics says so, as for any collector (never succeeded: no timestamp)
+        assert _billing_health(daemon) == {"gpuwatch_collector_success": 0.0}
+        server.answer(VAST, Reply(200, GOOD[VAST]()))
+        server.answer(CHARGES, Reply(200, GOOD[CHARGES]()))
+        daemon.bill()
+        health = _billing_health(daemon)
+        assert health["gpuwatch_collector_success"] == 1.0
+        assert health["gpuwatch_collector_last_success_timestamp_seconds"] > 1.7e9
+        server.answer(VAST, Reply(200, b"[" * 100_000 + b"]" * 100_000))
 
         def broken(now: datetime) -> dict[str, str | None]:
             raise RuntimeError("a bug past the job's own guard")
@@ -297,3 +306,19 @@ def test_the_daemons_billing_job_never_raises(
     finally:
         daemon.app.close()
         server.stop()
+
+
+def _billing_health(daemon: Any) -> dict[str, float]:
+    """The billing source's health series as /metrics renders them."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry = CollectorRegistry()
+    registry.register(daemon.latest)
+    text = generate_latest(registry).decode()
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.labels.get("collector") == "billing/vast"
+    }
