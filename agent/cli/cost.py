@@ -11,7 +11,8 @@ from agent.cli import focus_import
 from agent.config.settings import Config
 from agent.cost.billing import Reconciliation, reconcile
 from agent.cost.breakeven import Workload
-from agent.cost.summarize import Line, Summary, summarize
+from agent.cost.provisional import reading
+from agent.cost.summarize import Line, Summary, summarize, summarize_on
 from agent.reporting import json_text
 from agent.storage.db import open_database
 from alerts.duration import DurationError, parse_duration
@@ -35,10 +36,12 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         window = timedelta(seconds=parse_duration(args.window))
     except DurationError as exc:
         raise DurationError(f"--window: {exc}") from None
-    start, end = _minute(now - window), _minute(now)
+    start, end = now - window, now
     engine = open_database(config.database_url)
     try:
-        summary = summarize(engine, start, end, useful=config.cost.useful_tokens)
+        # Everything stored, the minutes not yet rolled up included (agent.cost.provisional).
+        with reading(engine, config, (), (start, end)) as (conn, coverage):
+            summary = summarize_on(conn, *coverage.window, useful=config.cost.useful_tokens)
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
