@@ -92,7 +92,10 @@ def build_report(
         alerts=alert_rows(alerts, period, now),
         queue_incidents=queue_incidents(alerts),
         budget=budget(engine, config, period, now),
-        recommendations=recommendations(figures, gpus, config, period, now),
+        # Nothing stored: no advice (an empty month is not a fleet with nothing to change).
+        recommendations=(
+            recommendations(figures, gpus, config, period, now) if coverage.last else ()
+        ),
         daily_spend=daily_spend(figures, days) if days else (),
         model_days=model_days(figures, days, rule),
         gpu_days=gpu_days(figures, gpus, days),
