@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import LIB_NAME, FakeGpu, FakeNvmlConfig, write_config
 from tests.systemd_boot import host
+from tests.test_systemd import MAX_EXPOSURE
 
 UNIT_DIR = host.REPO / "systemd"
 GPU = FakeGpu(uuid="GPU-boot-0")
@@ -156,6 +158,11 @@ def test_runs_as_gpuwatch_in_its_sandbox(booted: dict[str, Any]) -> None:
     for folder in ("/usr/lib", "/etc/gpuwatch", "/opt/gpuwatch"):
         assert "Read-only file system" in writes[folder], writes  # ProtectSystem=strict
     assert writes["/var/lib/gpuwatch"] == "ok", writes
+    # systemd's own verdict on the running unit, drop-in included, under the offline test's bound.
+    score = re.search(
+        r"Overall exposure level for gpuwatch\.service: (\d+\.\d+)", booted["security"]
+    )
+    assert score and float(score.group(1)) <= MAX_EXPOSURE, booted["security"]
     state = booted["state_dir"]
     assert state["mode"] == "0o700" and state["owner"] == "gpuwatch:gpuwatch", state
     assert "gpuwatch.db" in state["files"], state
