@@ -22,7 +22,7 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # tests of a file never race each other for a port or a build folder.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: venv run test test-faults check lint typecheck bench prometheus-tools clean
+.PHONY: venv run test test-faults test-systemd check lint typecheck bench prometheus-tools clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,19 @@ test-faults: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
 		scripts/with-postgres scripts/pytest-strict -m slow tests/agent/test_fault_loops.py \
 		$(PYTEST_ARGS)
+
+# The unit under a real systemd (tests/test_systemd_boot.py): Debian 12 booted with systemd-nspawn,
+# its root filesystem built once per machine under /var/cache/gpuwatch-test. As root it installs
+# systemd-container and debootstrap when missing; otherwise the test skips and says why.
+test-systemd: $(TEST_STAMP) $(FAKENVML)
+	@if command -v systemd-nspawn >/dev/null && command -v debootstrap >/dev/null; then :; \
+	elif [ "$$(id -u)" -eq 0 ]; then \
+		echo "installing Debian's systemd-container and debootstrap"; \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends systemd-container debootstrap >/dev/null; \
+	else echo "not root: the systemd boot test will be skipped"; fi
+	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml scripts/pytest-strict -m slow \
+		tests/test_systemd_boot.py $(PYTEST_ARGS)
 
 bench: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py

@@ -151,6 +151,8 @@ class FakeNvmlConfig:
     missing: tuple[str, ...] = ()  # functions answering NVML_ERROR_FUNCTION_NOT_FOUND
     fail: Mapping[str, int] = field(default_factory=dict)  # function -> nvmlReturn_t code
     xids: tuple[FakeXid, ...] = ()  # in the order raised; write one more to raise another
+    # function -> seconds that call blocks before answering (a driver call stuck in the kernel)
+    hang: Mapping[str, int] = field(default_factory=dict)
 
     def render(self) -> str:
         lines = [f"driver {_word(self.driver)}"]
@@ -161,6 +163,7 @@ class FakeNvmlConfig:
         lines.extend(f"missing {_word(fn)}" for fn in self.missing)
         lines.extend(f"fail {_word(fn)} {int(code)}" for fn, code in self.fail.items())
         lines.extend(f"xid gpu={int(x.gpu)} code={int(x.code)}" for x in self.xids)
+        lines.extend(f"hang {_word(fn)} {int(seconds)}" for fn, seconds in self.hang.items())
         return "\n".join(lines) + "\n"
 
 

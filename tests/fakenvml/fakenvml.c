@@ -31,6 +31,9 @@
  *   missing <nvmlFunctionName>          that function returns NVML_ERROR_FUNCTION_NOT_FOUND
  *   fail <nvmlFunctionName> <code>      that function returns <code> (e.g. 18 at init)
  *   xid gpu=<index> code=<n>            an Xid event on that GPU (nvmlEventSetWait_v2)
+ *   hang <nvmlFunctionName> <seconds>   that function blocks that long (a driver call stuck
+ *                                      in the kernel), then answers as usual; for the
+ *                                      systemd watchdog test (tests/systemd_boot)
  *
  * A numeric GPU field that is absent or negative makes the functions reading it return
  * NVML_ERROR_NOT_SUPPORTED (util covers both utilization rates; total covers memory info).
@@ -54,15 +57,18 @@
 #include <nvml.h>
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define MAX_GPUS 16
 #define MAX_MIGS 8
 #define MAX_PROCS 64
 #define MAX_FAILS 32
+#define MAX_HANGS 8
 #define MAX_XIDS 256
 #define MAX_EVENT_SETS 8
 #define NOT_SET (-1LL)
@@ -105,13 +111,19 @@ typedef struct {
 } fake_xid;
 
 typedef struct {
+    char fn[96];
+    long long seconds;
+} fake_hang;
+
+typedef struct {
     int loaded; /* 0 when the file is missing: "driver not loaded" */
     char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
-    int ngpus, nprocs, nfails, nxids;
+    int ngpus, nprocs, nfails, nxids, nhangs;
     fake_gpu gpus[MAX_GPUS];
     fake_proc procs[MAX_PROCS];
     fake_fail fails[MAX_FAILS];
     fake_xid xids[MAX_XIDS];
+    fake_hang hangs[MAX_HANGS];
 } fake_config;
 
 /* NVML handles are opaque pointers; ours point into these fixed arrays and never dangle. */
@@ -302,6 +314,15 @@ static void parse_fail(char *rest, int missing)
     }
 }
 
+static void parse_hang(char *rest)
+{
+    if (cfg.nhangs >= MAX_HANGS)
+        return;
+    fake_hang *h = &cfg.hangs[cfg.nhangs];
+    if (sscanf(rest, "%95s %lld", h->fn, &h->seconds) == 2 && h->seconds > 0)
+        cfg.nhangs++;
+}
+
 /* What the thread's cfg was parsed from: the path and the file's identity. Tests replace the
  * file atomically (a rename: a new inode), so an unchanged identity means unchanged content;
  * parsing it again on every call cost ~0.6 ms a call, which made the fake, not the code under
@@ -365,6 +386,8 @@ static void load_config(void)
             parse_fail(rest, 0);
         else if (!strcmp(word, "xid"))
             parse_xid(rest);
+        else if (!strcmp(word, "hang"))
+            parse_hang(rest);
     }
     fclose(fp);
 }
@@ -379,10 +402,26 @@ static nvmlReturn_t injected_failure(const char *fn)
     return NVML_SUCCESS;
 }
 
-/* Every call: fresh config, injected failures, then the driver and init state. */
+/* A stuck driver call: block for the whole time, as an uninterruptible ioctl would. A signal
+ * handled by another part of the process (SIGHUP, SIGTERM) interrupts nanosleep with EINTR, so
+ * sleep again for what is left rather than return early. */
+static void injected_hang(const char *fn)
+{
+    for (int i = 0; i < cfg.nhangs; i++) {
+        if (strcmp(cfg.hangs[i].fn, fn))
+            continue;
+        struct timespec left = {.tv_sec = (time_t)cfg.hangs[i].seconds, .tv_nsec = 0};
+        while (nanosleep(&left, &left) != 0 && errno == EINTR)
+            ;
+        return;
+    }
+}
+
+/* Every call: fresh config, injected hangs and failures, then the driver and init state. */
 static nvmlReturn_t enter(const char *fn)
 {
     load_config();
+    injected_hang(fn);
     nvmlReturn_t r = injected_failure(fn);
     if (r != NVML_SUCCESS)
         return r;
