@@ -12,7 +12,9 @@ the minute job as the daemon runs it. The daemon's own first minute job, at star
 complete minutes and publishes every cost series on its first /metrics.
 
 GPU 2 is billed, unallocated and 2 % busy: GpuIdle is pending from the first history tick, so
-``gpuwatch_alerts`` has a series. `gpuwatch demo --live` can replace all of this once merged.
+``gpuwatch_alerts`` has a series. `gpuwatch demo --live` can replace all of this once merged;
+test_dashboard.py needs of any live daemon: cost series on its first scrapes, engines whose
+histograms move every few seconds, a budget, and a billed GPU under 5 % busy (no target on it).
 """
 
 from __future__ import annotations
