@@ -1,0 +1,210 @@
+"""contrib/grafana's dashboard and contrib/prometheus' rules against a real Prometheus scraping a
+real running gpuwatch daemon (tests/ecosystem/live_daemon.py): every panel's query returns data.
+
+One daemon and one Prometheus for the module (about 20 s together: the daemon's history, its
+start, Prometheus' first scrapes); the dashboard's own structure is checked without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from alerts.rules import DEFAULT_RULES
+from tests.ecosystem import dashboard as dash
+from tests.ecosystem.live_daemon import LiveDaemon, live_daemon
+from tests.ecosystem.prometheus import Prometheus, finite, prometheus_binary, running_prometheus
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+# -- the JSON itself ----------------------------------------------------------------------------
+
+
+def test_the_dashboard_imports_anywhere_through_its_datasource_variable() -> None:
+    board = dash.load()
+    assert board["uid"] == "gpuwatch-fleet" and board["schemaVersion"] >= 41
+    assert "id" not in board or board["id"] is None  # an id would clash on import
+    variables = dash.variables(board)
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("host", "model"):
+        assert variables[name]["datasource"] == DATASOURCE
+    panels = list(dash.panels(board))
+    assert len({p["id"] for p in panels}) == len(panels)
+    for panel in panels:
+        assert panel["datasource"] == DATASOURCE, panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == DATASOURCE, panel["title"]
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+    # No data source is named anywhere but through the variable (a uid would not exist there).
+    text = dash.DASHBOARD.read_text()
+    assert text.count('"uid": "${datasource}"') == text.count('"type": "prometheus"')
+
+
+def test_the_dashboard_shows_what_the_issue_asks_for() -> None:
+    exprs = " ".join(q.expr for q in dash.queries(dash.load()))
+    for needed in (
+        'gpuwatch_cost_per_million_tokens_usd{scope="fleet"',
+        'gpuwatch_cost_per_million_tokens_usd{scope="host"',
+        "gpuwatch_gpu_hourly_cost_usd",  # idle dollars by GPU
+        "gpuwatch_idle_cost_usd_total",
+        "histogram_quantile(0.99, sum by (le, host, target, model) (rate(gpuwatch_engine_ttft",
+        "histogram_quantile(0.99, sum by (le, host, target, model) (rate(gpuwatch_engine_e2e",
+        "gpuwatch_engine_requests_waiting",
+        "gpuwatch_engine_kv_cache_usage_ratio",
+        "gpuwatch_alerts",
+        "gpuwatch_spool_rounds",
+        "gpuwatch_collector_success",
+    ):
+        assert needed in exprs, needed
+    assert any(p["type"] == "heatmap" for p in dash.panels(dash.load()))
+
+
+# -- against the live daemon ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live(
+    tmp_path_factory: pytest.TempPathFactory, fake_nvml_library: Path, fake_nvml_dir: Path
+) -> Iterator[tuple[LiveDaemon, Prometheus]]:
+    prometheus_binary()  # skip before starting anything when Prometheus is not installed
+    work = tmp_path_factory.mktemp("ecosystem")
+    with live_daemon(work / "daemon", fake_nvml_dir) as daemon:
+        target = urlsplit(daemon.metrics_url).netloc
+        with running_prometheus(work / "prometheus", [target], [dash.RULES]) as prometheus:
+            prometheus.wait_until(
+                "the daemon's cost series in Prometheus",
+                lambda: finite(prometheus.query("gpuwatch_cost_per_million_tokens_usd")),
+            )
+            yield daemon, prometheus
+
+
+def grafana_values(board: dict[str, Any], prometheus: Prometheus) -> dict[str, str]:
+    """Each variable as Grafana would fill it: every value the data source offers ("All")."""
+    variables = dash.variables(board)
+    values = {"window": variables["window"]["current"]["value"]}
+    for name in ("host", "model"):  # model's query reads $host: in order
+        label, match = dash.label_values_query(variables[name])
+        found = prometheus.label_values(label, dash.substitute(match, values))
+        assert found, f"variable {name}: no values for {match}"
+        values[name] = dash.regex_of(found)
+    return values | {"__rate_interval": dash.RATE_INTERVAL, "__range": dash.range_of(board)}
+
+
+def test_the_variables_offer_the_live_hosts_and_models(
+    live: tuple[LiveDaemon, Prometheus],
+) -> None:
+    daemon, prometheus = live
+    variables = dash.variables(dash.load())
+    label, match = dash.label_values_query(variables["host"])
+    assert prometheus.label_values(label, match) == [daemon.host]
+    label, match = dash.label_values_query(variables["model"])
+    match = dash.substitute(match, {"host": daemon.host})
+    assert prometheus.label_values(label, match) == sorted(daemon.models)
+
+
+def test_every_panel_query_returns_data(live: tuple[LiveDaemon, Prometheus]) -> None:
+    _, prometheus = live
+    board = dash.load()
+    values = grafana_values(board, prometheus)
+    queries = {q: dash.substitute(q.expr, values) for q in dash.queries(board)}
+    missing: dict[dash.Query, str] = {}
+
+    def all_answer() -> bool:
+        missing.clear()
+        for query, expr in queries.items():
+            if not finite(prometheus.query(expr)):
+                missing[query] = expr
+        return not missing
+
+    # The rates need two scrapes, a moving histogram a request in between: poll a little.
+    try:
+        prometheus.wait_until("every panel's query", all_answer, timeout=30)
+    except AssertionError:
+        lines = [f"{q.panel} [{q.ref}]: {expr}" for q, expr in missing.items()]
+        raise AssertionError("panels without data:\n" + "\n".join(lines)) from None
+    cost = prometheus.query(queries[dash.queries(board)[0]])
+    assert {s["metric"]["model"] for s in cost} == set(live[0].models)
+    assert all(float(s["value"][1]) > 0 for s in cost)  # real dollars per real tokens
+
+
+def test_the_rules_load_and_evaluate_on_live_data(live: tuple[LiveDaemon, Prometheus]) -> None:
+    daemon, prometheus = live
+    rules = prometheus.rules()
+    assert len(rules) == 26
+    prometheus.wait_until(
+        "every rule evaluated", lambda: all(r["health"] == "ok" for r in prometheus.rules())
+    )
+    records = (
+        "gpu:gpuwatch_idle_cost_usd_per_hour",
+        "host:gpuwatch_spend_usd_per_hour:rate1h",
+        "model:gpuwatch_cost_per_million_tokens_usd:max",
+        "fleet:gpuwatch_cost_per_million_output_tokens_usd:rate1h",
+    )
+    prometheus.wait_until(
+        "every recording rule's series", lambda: all(finite(prometheus.query(r)) for r in records)
+    )
+    # Each GPU's idle dollars per hour, as the daemon's own /metrics gives its price and use.
+    recorded = prometheus.query("gpu:gpuwatch_idle_cost_usd_per_hour")
+    by_gpu = {
+        (s["metric"]["host"], s["metric"]["gpu_uuid"]): float(s["value"][1]) for s in recorded
+    }
+    assert by_gpu == pytest.approx(idle_usd_per_hour(httpx.get(daemon.metrics_url).text))
+    assert any(usd > 0 for usd in by_gpu.values())
+
+
+def idle_usd_per_hour(exposition: str) -> dict[tuple[str, str], float]:
+    """Price x (1 - utilization) per physical GPU, read from the daemon's exposition."""
+    price: dict[tuple[str, str], float] = {}
+    busy: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            gpu = (sample.labels.get("host", ""), sample.labels.get("gpu_uuid", ""))
+            if sample.name == "gpuwatch_gpu_hourly_cost_usd":
+                price[gpu] = sample.value
+            elif (
+                sample.name == "gpuwatch_gpu_utilization_ratio"
+                and "mig_instance" not in sample.labels
+            ):
+                busy[gpu] = sample.value
+    return {gpu: usd * (1 - busy[gpu]) for gpu, usd in price.items() if gpu in busy}
+
+
+def test_gpuwatch_and_prometheus_agree_on_idle_gpus(live: tuple[LiveDaemon, Prometheus]) -> None:
+    """The same condition, judged by both: as many GpuIdle alerts active (pending or firing) in
+    Prometheus as in gpuwatch, and at least one (the live box has a billed GPU at 2 %)."""
+    _, prometheus = live
+    own = 'sum(gpuwatch_alerts{rule="GpuIdle"})'
+    theirs = 'ALERTS{alertname="GpuIdle"}'
+    prometheus.wait_until("GpuIdle active in Prometheus", lambda: bool(prometheus.query(theirs)))
+    alerts = prometheus.query(theirs)
+    assert all("instance" not in a["metric"] for a in alerts)  # gpuwatch's own label sets
+    [count] = prometheus.query(own)
+    assert len(alerts) == float(count["value"][1]) >= 1
+
+
+def test_the_alerting_rules_are_gpuwatch_s_own(live: tuple[LiveDaemon, Prometheus]) -> None:
+    """Same names, `for`, severities and descriptions as the built-in rules' defaults, but
+    where the rules file says it differs (CollectorDown counts intervals, which Prometheus
+    cannot; some faults carry their own severity in gpuwatch too)."""
+    _, prometheus = live
+    alerting = [r for r in prometheus.rules() if r["type"] == "alerting"]
+    assert {r["name"] for r in alerting} == set(DEFAULT_RULES)
+    own_severity = {("BudgetThreshold", "100%"), ("GpuHardwareErrors", "pending")}
+    for rule in alerting:
+        spec = DEFAULT_RULES[rule["name"]]
+        expected_for = 30.0 if spec.name == "CollectorDown" else spec.for_seconds
+        assert rule["duration"] == expected_for, rule["name"]
+        assert rule["annotations"]["description"] == spec.description, rule["name"]
+        tag = (spec.name, rule["labels"].get("level") or rule["labels"].get("row_remap"))
+        if tag not in own_severity:
+            assert rule["labels"]["severity"] == spec.severity.value, rule["name"]
