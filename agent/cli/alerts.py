@@ -13,22 +13,21 @@ import os
 import secrets
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.exc import OperationalError
-
-from agent.alerting import store as alert_store
-from agent.alerting.local_outbox import outbox_path, pending_in
-from agent.config.settings import Config
 from agent.reporting import json_text
-from agent.storage.db import open_database
-from agent.storage.spool import peek
 from alerts.duration import DurationError, format_duration, parse_duration
 from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
 from alerts.model import AlertKey, AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matchers, silenced_by
 from collectors.base import GpuwatchError
 from collectors.printable import printable
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+
+# The database's modules (SQLAlchemy) are imported by the commands that run, not at the top:
+# `gpuwatch --help` builds this module's parsers and needs none of them.
 
 _SHOWN = (State.FIRING, State.PENDING)
 
@@ -67,6 +66,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    from sqlalchemy.exc import OperationalError
+
+    from agent.alerting import store as alert_store
+    from agent.storage.db import open_database
+
     spooling = _spooling(config, now)
     if spooling and not args.json:
         print(spooling)
@@ -126,6 +130,9 @@ def _spooling(config: Config, now: datetime) -> str | None:
     """One line when this host's daemon is spooling (its database did not take its latest
     rounds): the alerts listed from the database are then behind, and this host's rules run
     from the daemon's memory (see README, Outages)."""
+    from agent.alerting.local_outbox import outbox_path, pending_in
+    from agent.storage.spool import peek
+
     path = config.spool.file(config.database_url, os.environ)
     stats = peek(path)
     if stats is None or not stats.rounds:
@@ -191,6 +198,8 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    from agent.storage.db import open_database
+
     action = {"add": _add, "list": _list, "expire": _expire}[args.silence_command]
     engine = open_database(config.database_url)
     try:
@@ -201,6 +210,8 @@ def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
 
 
 def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    from agent.alerting import store as alert_store
+
     try:
         matchers = [m for text in args.match for m in parse_matchers(text)]
     except ValueError as exc:
@@ -222,6 +233,8 @@ def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
 
 
 def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    from agent.alerting import store as alert_store
+
     found = alert_store.load_silences(conn)
     if not args.all:
         found = [s for s in found if s.state(now) is not SilenceState.EXPIRED]
@@ -255,6 +268,8 @@ def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
 
 
 def _expire(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    from agent.alerting import store as alert_store
+
     found = {s.id: s for s in alert_store.load_silences(conn)}
     silence = found.get(args.id)
     if silence is None:
