@@ -8,9 +8,7 @@ matching alerts wherever they are evaluated, from the next evaluation on.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -210,6 +208,9 @@ def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
 
 
 def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    import getpass
+    import secrets  # with its hashing modules, a tenth of `gpuwatch --help`'s time
+
     from agent.alerting import store as alert_store
 
     try:
