@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from agent.reporting import json_text
 from alerts.duration import DurationError, format_duration, parse_duration
@@ -137,8 +138,9 @@ def _spooling(config: Config, now: datetime) -> str | None:
         return None
     since = stats.oldest or now
     queued = pending_in(outbox_path(path))
+    when = _when(since, ZoneInfo(config.timezone))
     return (
-        f"host {config.host} is spooling: {stats.rounds} round(s) since {since.isoformat()}"
+        f"host {config.host} is spooling: {stats.rounds} round(s) since {when}"
         f" ({format_duration(max(0, round((now - since).total_seconds())))} ago) are waiting"
         f" for the database; {queued} notification(s) queued locally ({path})"
     )
@@ -198,10 +200,12 @@ def _iso(moment: datetime | None) -> str | None:
 def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
     from agent.storage.db import open_database
 
-    action = {"add": _add, "list": _list, "expire": _expire}[args.silence_command]
     engine = open_database(config.database_url)
     try:
         with engine.begin() as conn:
+            if args.silence_command == "list":
+                return _list(args, conn, now, ZoneInfo(config.timezone))
+            action = {"add": _add, "expire": _expire}[args.silence_command]
             return action(args, conn, now)
     finally:
         engine.dispose()
@@ -233,7 +237,7 @@ def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     return 0
 
 
-def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+def _list(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) -> int:
     from agent.alerting import store as alert_store
 
     found = alert_store.load_silences(conn)
@@ -245,15 +249,28 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     if not found:
         print("No silences." if args.all else "No active or pending silences.")
         return 0
-    print(f"{'ID':<16} {'STATE':<8} {'ENDS':<25} {'BY':<12} MATCHERS / COMMENT")
+    rows = [["ID", "STATE", "STARTS", "ENDS", "BY", "MATCHERS / COMMENT"]]
     for s in found:
         matchers = " ".join(str(m) for m in s.matchers)
-        line = (
-            f"{s.id:<16} {s.state(now).value:<8} {s.ends_at.isoformat():<25} {s.created_by:<12}"
-            f" {matchers}  # {s.comment}"
-        )
-        print(printable(line))
+        when = [_when(s.starts_at, zone), _when(s.ends_at, zone)]
+        rows.append([s.id, s.state(now).value, *when, s.created_by, f"{matchers}  # {s.comment}"])
+    # Authors and comments are anyone's text: no control character reaches the terminal.
+    print("\n".join(_aligned([[printable(cell) for cell in row] for row in rows])))
     return 0
+
+
+def _when(moment: datetime, zone: tzinfo) -> str:
+    """A time for people: in the configured timezone, to the second, with the zone's name."""
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Columns as wide as their widest cell, two spaces apart; the last one free."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
 
 
 def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
