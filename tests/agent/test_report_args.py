@@ -14,6 +14,7 @@ import pytest
 from agent.cli import report as report_cli
 from agent.config.settings import Config
 from agent.reporting.model import SCHEMA_VERSION
+from tests.agent.console import environment, gpuwatch, sqlite_config
 
 # -- gpuwatch report: arguments -----------------------------------------------------------------
 
@@ -111,3 +112,28 @@ def test_report_prints_to_stdout_and_explains_an_unwritable_output(
     args = report_args("--format", "html", "--output", str(missing))
     with pytest.raises(report_cli.ReportArgumentError, match="--output: cannot write"):
         report_cli.run(args, config, NOW)
+
+
+# -- gpuwatch report --host ---------------------------------------------------------------------
+
+
+def test_report_on_a_host_that_stored_nothing_names_the_hosts_there_are(tmp_path: Path) -> None:
+    config = sqlite_config(tmp_path)  # host "box-1"
+    env = environment(tmp_path, FAKE_NVML_CONFIG="/nonexistent")
+    gpuwatch(["collect", "--once", "--config", str(config)], env)  # box-1's collector health
+    asked = ["report", "--config", str(config), "--host", "box-1"]
+    done = gpuwatch([*asked, "--host", "nosuch"], env)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "gpuwatch: --host: no host 'nosuch' in the database (hosts: box-1)\n"
+    done = gpuwatch(asked, env)
+    assert done.returncode == 0 and "hosts: box-1;" in done.stdout
+
+
+def test_report_on_a_host_of_an_empty_database_says_nothing_is_stored(tmp_path: Path) -> None:
+    config = sqlite_config(tmp_path)
+    done = gpuwatch(["report", "--config", str(config), "--host", "a", "--host", "b"],
+                    environment(tmp_path))  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        "gpuwatch: --host: no hosts 'a', 'b' in the database (no host has stored anything yet)\n"
+    )
