@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 # Exit statuses (README, Commands): 1 a runtime failure, 2 a setting to change.
 RUNTIME, SETTING = 1, 2
-# What a shell reports for a process that SIGPIPE ended (128 + 13), as for `cat big | head`.
-BROKEN_PIPE = 141
+# What a shell reports for a process that SIGPIPE ended (128 + 13), as for `cat big | head`,
+# and for one that Ctrl-C (SIGINT) ended.
+BROKEN_PIPE, INTERRUPTED = 141, 130
 
 
 def expected(exc: Exception, config_path: str | None) -> tuple[int, str] | None:
@@ -32,6 +33,8 @@ def expected(exc: Exception, config_path: str | None) -> tuple[int, str] | None:
         return RUNTIME, str(exc)
     if isinstance(exc, OperationalError):  # the database is away: a fact to report, not a bug
         return RUNTIME, unreachable(config_path, exc)
+    if isinstance(exc, OSError) and exc.filename is not None:  # a folder missing, a permission
+        return RUNTIME, file_problem(config_path, exc)
     return None
 
 
@@ -52,13 +55,33 @@ def unreachable(config_path: str | None, exc: Exception) -> str:
     return f"{key} ({shown}): cannot reach the database at {where}: {cause}"
 
 
-def until_the_pipe_closes(command: Callable[[], int]) -> int:
-    """Run ``command``, flushing its output; a reader that stops early (`... | head -1`) ends
-    the command quietly, as it would end `cat`, instead of a BrokenPipeError traceback."""
+def file_problem(config_path: str | None, exc: OSError) -> str:
+    """One line naming the file; and the setting, when it is the SQLite database's."""
+    from agent.config.settings import load_config
+    from agent.storage.db import sqlite_path
+
+    problem = f"{exc.filename}: {exc.strerror or exc}"
+    try:
+        url = load_config(config_path).database_url
+        database = sqlite_path(url)
+    except Exception:  # the configuration is read again only to name the setting
+        return problem
+    if database is None or not str(database).startswith(str(exc.filename)):
+        return problem
+    key = "GPUWATCH_DATABASE_URL" if os.environ.get("GPUWATCH_DATABASE_URL") else "database_url"
+    return f"{key} ({url}): cannot open the database file: {problem}"
+
+
+def quietly(command: Callable[[], int]) -> int:
+    """Run ``command``, flushing its output; a reader that stops early (`... | head -1`) or
+    Ctrl-C ends the command quietly, as it would end `cat`, instead of a traceback. (The
+    daemon handles SIGINT itself and stops cleanly.)"""
     try:
         status = command()
         sys.stdout.flush()
         return status
+    except KeyboardInterrupt:
+        return INTERRUPTED
     except BrokenPipeError:
         # Python flushes stdout again at exit, which would fail the same way and print an
         # "Exception ignored" notice: what is left goes nowhere instead (Python's documented

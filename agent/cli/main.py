@@ -19,7 +19,7 @@ from agent.cli import cost as cost_cli
 from agent.cli import digest as digest_cli
 from agent.cli import focus_import
 from agent.cli import report as report_cli
-from agent.cli.failures import expected, until_the_pipe_closes
+from agent.cli.failures import expected, quietly
 from agent.collect.clock import utc_now
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "report": lambda a: report_cli.run(a, _config(a), utc_now()),
     }
     try:
-        return until_the_pipe_closes(lambda: handlers[args.command](args))
+        return quietly(lambda: handlers[args.command](args))
     except Exception as exc:
         failure = expected(exc, getattr(args, "config", None))
         if failure is None:

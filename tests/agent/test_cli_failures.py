@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.failures import quietly
 from tests.agent.console import SCRIPT, environment, gpuwatch, sqlite_config
 
 
@@ -121,3 +122,25 @@ def test_alembic_speaks_only_when_a_migration_runs(tmp_path: Path) -> None:
     assert (again.returncode, again.stderr) == (0, "")
     quiet = gpuwatch(["--log-level", "WARNING", "report"], environment(tmp_path / "other"))
     assert (quiet.returncode, quiet.stderr) == (0, "")
+
+
+def test_a_database_file_that_cannot_be_created_is_one_line_naming_the_setting(
+    tmp_path: Path,
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a file where the database's folder would go
+    config = tmp_path / "gpuwatch.toml"
+    config.write_text(f'database_url = "sqlite:///{blocked}/gw.db"\n')
+    done = gpuwatch(["report", "--config", str(config)], environment(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"gpuwatch: database_url (sqlite:///{blocked}/gw.db): cannot open the database file: "
+        f"{blocked}: File exists\n"
+    )
+
+
+def test_ctrl_c_ends_a_command_without_a_traceback() -> None:
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert quietly(interrupted) == 130
