@@ -33,17 +33,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
     from agent.cost.billing import reconcile
-    from agent.cost.summarize import summarize
+    from agent.cost.provisional import reading
+    from agent.cost.summarize import summarize_on
     from agent.storage.db import open_database
 
     try:
         window = timedelta(seconds=parse_duration(args.window))
     except DurationError as exc:
         raise DurationError(f"--window: {exc}") from None
-    start, end = _minute(now - window), _minute(now)
+    start, end = now - window, now
     engine = open_database(config.database_url)
     try:
-        summary = summarize(engine, start, end, useful=config.cost.useful_tokens)
+        # Everything stored, the minutes not yet rolled up included (agent.cost.provisional).
+        with reading(engine, config, (), (start, end)) as (conn, coverage):
+            summary = summarize_on(conn, *coverage.window, useful=config.cost.useful_tokens)
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()

@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    Connection,
     Engine,
     Select,
     func,
@@ -131,10 +132,23 @@ def summarize(
 ) -> Summary:
     """Cost, tokens and GPU time over (start, end] (minute-aligned edges are exact)."""
     with engine.connect() as conn:
-        split = Split.read(conn, start, end)
-        usage = conn.execute(_usage_query(split, host)).mappings().all()
-        allocations = conn.execute(_allocation_query(split, host)).mappings().all()
-        tokens = tokens_by_target(_token_rows(conn, split, host))
+        return summarize_on(conn, start, end, useful=useful, host=host)
+
+
+def summarize_on(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    *,
+    useful: str = "output",
+    host: str | None = None,
+) -> Summary:
+    """:func:`summarize` on an open connection (one whose rollups agent.cost.provisional
+    brought up to date, for a reader that must see everything stored)."""
+    split = Split.read(conn, start, end)
+    usage = conn.execute(_usage_query(split, host)).mappings().all()
+    allocations = conn.execute(_allocation_query(split, host)).mappings().all()
+    tokens = tokens_by_target(_token_rows(conn, split, host))
     return _summary(start, end, usage, allocations, tokens, useful)
 
 

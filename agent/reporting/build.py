@@ -22,8 +22,9 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from agent.config.settings import Config
+from agent.cost.provisional import reading
 from agent.reporting.figures import Figures
-from agent.reporting.model import Period, Report
+from agent.reporting.model import DataExtent, Period, Report
 from agent.reporting.parts import (
     alert_rows,
     budget,
@@ -61,9 +62,10 @@ def build_report(
     before = previous_period(period)
     days = local_days(period) if daily else []
     rule = config.cost.useful_tokens
-    with engine.connect() as conn:
+    # Rollups brought up to date for this read only, then rolled back (agent.cost.provisional).
+    with reading(engine, config, wanted.hosts, (period.start, period.end)) as (conn, coverage):
         starts = [at for _, at in days] or [period.start]
-        current = Window.read(conn, period.start, period.end, wanted, starts)
+        current = Window.read(conn, *coverage.window, wanted, starts)
         previous = Window.read(conn, before.start, before.end, wanted, [before.start])
         measured = gauges(conn, current.split, wanted)
         names = gpu_names(conn, wanted)
@@ -90,8 +92,12 @@ def build_report(
         alerts=alert_rows(alerts, period, now),
         queue_incidents=queue_incidents(alerts),
         budget=budget(engine, config, period, now),
-        recommendations=recommendations(figures, gpus, config, period, now),
+        # Nothing stored: no advice (an empty month is not a fleet with nothing to change).
+        recommendations=(
+            recommendations(figures, gpus, config, period, now) if coverage.last else ()
+        ),
         daily_spend=daily_spend(figures, days) if days else (),
         model_days=model_days(figures, days, rule),
         gpu_days=gpu_days(figures, gpus, days),
+        data=DataExtent(coverage.first, coverage.last),
     )

@@ -174,6 +174,19 @@ class GpuDay:
 
 
 @dataclass(frozen=True, slots=True)
+class DataExtent:
+    """The stored data a report's window holds: its first and last instants (None: no data).
+    Everything stored up to ``last`` is in the report (agent.cost.provisional)."""
+
+    first: datetime | None
+    last: datetime | None
+
+    @property
+    def empty(self) -> bool:
+        return self.last is None
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     generated_at: datetime
     period: Period
@@ -194,4 +207,5 @@ class Report:
     daily_spend: tuple[DailySpend, ...]
     model_days: tuple[ModelDay, ...]
     gpu_days: tuple[GpuDay, ...]
+    data: DataExtent = DataExtent(None, None)
     schema_version: int = SCHEMA_VERSION

@@ -67,6 +67,7 @@ COMPACT = "compact"  # the rollup_state job: raw rows before it are packed into 
 COMPACT_ROWS = 20_000
 JOBS = {MINUTE: "minute", HOUR: "hour", DAY: "day"}  # rollup_state's job per resolution
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
+ONE_MINUTE = timedelta(seconds=MINUTE)
 # Re-exported: the ledger, the benches and tests import these from here.
 __all__ = ["DAY", "HOUR", "MINUTE", "TARGET_UP", "Point", "Points", "SeriesMeta", "bucket_of",
            "day_floor", "hour_floor", "replace_buckets", "sum_opt"]  # fmt: skip
@@ -103,6 +104,16 @@ class RollupResult:
     hours: int
     until: datetime | None  # the watermark after the run
     days: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Provisional:
+    """What :meth:`Rollup.provisional` made readable: the host's last stored tick (None when
+    it has none) and the window to read, widened to whole minutes where an edge minute was
+    cut to the asked window."""
+
+    last_tick: datetime | None
+    window: tuple[datetime, datetime]
 
 
 @dataclass
@@ -288,6 +299,68 @@ class Rollup:
             conn.execute(insert(rollup_carry), rows)
         self._set_watermark(conn, CARRY, until)
 
+    # -- a rollup brought up to date for a reader ---------------------------------------------
+
+    def provisional(self, conn: Connection, clip: tuple[datetime, datetime]) -> Provisional:
+        """On ``conn``, inside a transaction its caller rolls back: every stored sample of this
+        host rolled up, and the minutes holding ``clip``'s edges cut to it, so that a reader
+        of rollup rows sees exactly what is stored in ``clip``. Nothing here may be committed.
+
+        - The minutes after the watermark, through the one holding the last stored tick
+          (partial, and not yet settled: what a report asked right after a run must show).
+        - An edge of ``clip`` inside a minute: that minute's rows again from the raw points
+          of ``clip`` only (those in (low, high] after their baseline, as a window reads),
+          and the hour and day rows holding it merged again, when that minute still has raw
+          points (raw retention); otherwise the minute is left out.
+        """
+        last = self._last_tick(conn)
+        if last is None:
+            return Provisional(None, clip)
+        start = self._watermark(conn, "minute") or self._first_sample(conn)
+        end = bucket_of(last, MINUTE) + timedelta(seconds=MINUTE)
+        if start is not None and end > start:
+            self._minute_rows(conn, max(start, end - MAX_SPAN), end, None)
+        low, high = clip
+        cut_low, cut_high = bucket_of(low, MINUTE), bucket_of(high, MINUTE)
+        if cut_low < low and self._minute_rows(conn, cut_low, cut_low + ONE_MINUTE, clip):
+            low = cut_low
+        if cut_high < high and self._minute_rows(conn, cut_high, cut_high + ONE_MINUTE, clip):
+            high = cut_high + ONE_MINUTE
+        return Provisional(last, (low, high))
+
+    def _minute_rows(
+        self,
+        conn: Connection,
+        start: datetime,
+        end: datetime,
+        clip: tuple[datetime, datetime] | None,
+    ) -> bool:
+        """Minute rows (and ledger) of [start, end) from the raw points, those inside ``clip``
+        only when given, then the hour and day rows holding them when those exist; False
+        when there were no points to make them from."""
+        meta = self._series(conn)
+        gap = timedelta(seconds=self.max_gap)
+        inputs = [sid for sid, (metric, _) in meta.items() if self._reads(metric)]
+        points: Points = self._points(conn, inputs, start - gap, end + gap)
+        if clip is not None:
+            points = {sid: _clipped(ps, *clip) for sid, ps in points.items()}
+            if not any(start <= p[0] < end for ps in points.values() for p in ps):
+                return False
+        write_minutes(conn, self.host, meta, points, (start, end), self.max_gap)
+        if self.meter is not None:
+            self.meter.minutes(conn, meta, points, (start, end), self.max_gap)
+        for resolution in (HOUR, DAY):
+            until = self._watermark(conn, JOBS[resolution])
+            bucket = floor_to(start, resolution)
+            if until is not None and bucket < until:  # merged again; its watermark stays
+                self._merged_rows(conn, resolution, bucket, bucket + timedelta(seconds=resolution))
+        return True
+
+    def _last_tick(self, conn: Connection) -> datetime | None:
+        return conn.execute(
+            select(func.max(collector_runs.c.ts)).where(collector_runs.c.host == self.host)
+        ).scalar()
+
     # -- hours --------------------------------------------------------------------------------
 
     def _hours(self, conn: Connection, minutes_until: datetime) -> int:
@@ -312,11 +385,16 @@ class Rollup:
     def _merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> int:
         if end <= start:
             return 0
+        self._merged_rows(conn, resolution, start, end)
+        self._set_watermark(conn, JOBS[resolution], end)
+        return int((end - start).total_seconds() // resolution)
+
+    def _merged_rows(
+        self, conn: Connection, resolution: int, start: datetime, end: datetime
+    ) -> None:
         write_merged(conn, self.host, resolution, start, end)
         if self.meter is not None:
             self.meter.merge(conn, resolution, start, end)
-        self._set_watermark(conn, JOBS[resolution], end)
-        return int((end - start).total_seconds() // resolution)
 
     def _first(self, conn: Connection, resolution: int) -> datetime | None:
         """The start of the coarser bucket holding this host's first row at ``resolution``."""
@@ -346,6 +424,15 @@ class Rollup:
             )
         )
         trim_rollups(conn, self.host, now, self.minute_retention, self.hour_retention)
+
+
+def _clipped(points: list[Point], low: datetime, high: datetime) -> list[Point]:
+    """The points in (low, high] after their baseline, the last point at or before ``low``:
+    what a window (low, high] counts, as agent.storage.windows reads it (the interval that
+    ends at the first point after ``low`` is the window's)."""
+    inside = [p for p in points if low < p[0] <= high]
+    before = [p for p in points if p[0] <= low][-1:]
+    return before + inside
 
 
 def trim_rollups(

@@ -195,16 +195,24 @@ class Store:
         self, ids: Mapping[int, str], start: datetime, end: datetime
     ) -> dict[str, list[tuple[datetime, float]]]:
         """The window's points of the series ``ids`` (id -> labels JSON), as ``window``."""
+        by_id = self.points_of(list(ids), start, end)
+        return {labels: by_id[sid] for sid, labels in ids.items() if sid in by_id}
+
+    def points_of(
+        self, ids: Sequence[int], start: datetime, end: datetime
+    ) -> dict[int, list[tuple[datetime, float]]]:
+        """Per series id, its points in (start, end] after its baseline (see ``window``);
+        series without any are left out."""
         if not ids:
             return {}
         with self.engine.connect() as conn:
-            baselines = raw.last_at_or_before(conn, list(ids), start)
-            inside = raw.read(conn, list(ids), start, end)
-        out: dict[str, list[tuple[datetime, float]]] = {}
-        for sid, labels in ids.items():
+            baselines = raw.last_at_or_before(conn, ids, start)
+            inside = raw.read(conn, ids, start, end)
+        out: dict[int, list[tuple[datetime, float]]] = {}
+        for sid in ids:
             points = ([baselines[sid]] if sid in baselines else []) + inside.get(sid, [])
             if points:
-                out[labels] = points
+                out[sid] = points
         return out
 
     def failing_at_stop(

@@ -68,25 +68,47 @@ class ReadOnce:
     def window(
         self, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
     ) -> Window:
+        return self.windows((metric,), start, end, match)[0]
+
+    def windows(
+        self, metrics: Sequence[str], start: datetime, end: datetime, match: Mapping[str, str]
+    ) -> list[Window]:
+        """``window`` of each of ``metrics`` (a histogram's buckets and ``_created`` series),
+        their points read together: one set of queries instead of one per metric."""
         store = self.source
         if match.get("host") != self.host or not isinstance(store, Store):
-            return store.window(metric, start, end, match)  # memory, or another host
+            return [store.window(m, start, end, match) for m in metrics]  # memory, other host
+        wanted = [self._matching(store, metric, match) for metric in metrics]
+        points = store.points_of([sid for ids in wanted for sid in ids], start, end)
+        return [{lj: points[sid] for sid, lj in ids.items() if sid in points} for ids in wanted]
+
+    def _matching(self, store: Store, metric: str, match: Mapping[str, str]) -> dict[int, str]:
         if metric not in self._series:
             self._series[metric] = store.series_of(metric, self.host)
-        wanted = {
+        return {
             sid: lj
             for sid, (lj, labels) in self._series[metric].items()
             if all(labels.get(k) == v for k, v in match.items())
         }
-        return store.points(wanted, start, end)
+
+
+def _windows(
+    store: WindowSource,
+    metrics: Sequence[str],
+    start: datetime,
+    end: datetime,
+    match: Mapping[str, str],
+) -> list[Window]:
+    if isinstance(store, ReadOnce):
+        return store.windows(metrics, start, end, match)
+    return [store.window(m, start, end, match) for m in metrics]
 
 
 def counter_increase(
     store: WindowSource, metric: str, start: datetime, end: datetime, match: Mapping[str, str] = {}
 ) -> float | None:
     """Increase of a counter over (start, end], summed over matching series; None if no data."""
-    values = store.window(metric, start, end, match)
-    created = store.window(_created(metric), start, end, match)
+    values, created = _windows(store, (metric, _created(metric)), start, end, match)
     series = []
     for labels, points in values.items():
         history = _points(points, created.get(labels, []))
@@ -105,8 +127,7 @@ def histogram_window(
 ) -> HistogramWindow:
     """Bucket increases and quantiles of a histogram over (start, end] (``metric`` without
     ``_bucket``), over every matching series (several targets serving one model add up)."""
-    buckets = store.window(metric + "_bucket", start, end, match)
-    created = store.window(metric + "_created", start, end, match)
+    buckets, created = _windows(store, (metric + "_bucket", metric + "_created"), start, end, match)
     segments: list[Segment] = []
     for key, history in _histories(buckets, created).items():
         born = _appeared_after_scrape(store, json.loads(key), history[0].ts, start)

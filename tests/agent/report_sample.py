@@ -12,6 +12,7 @@ from agent.reporting.model import (
     AlertRow,
     Budget,
     DailySpend,
+    DataExtent,
     GpuDay,
     GpuRow,
     HostRow,
@@ -204,4 +205,6 @@ def make_report() -> Report:
             for n, g in enumerate(gpus)
             for i, d in enumerate(days)
         ),  # fmt: skip
+        # The month's data from its second day to the report's generation, a week after.
+        data=DataExtent(period.start + timedelta(days=1), period.end - timedelta(minutes=3)),
     )

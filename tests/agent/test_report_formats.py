@@ -4,12 +4,13 @@ escaped markdown, and a self-contained HTML page with its escaped names and char
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
 import pytest
 
-from agent.reporting.model import Report
+from agent.reporting.model import DataExtent, Report
 from agent.reporting.render import render
 from tests.agent.report_parsers import (
     MONEY,
@@ -101,6 +102,20 @@ def test_empty_sections_say_so(report: Report) -> None:
     assert sections["RECOMMENDATIONS"] == ["  nothing to change"]
     assert "Alerts" in render(empty, "markdown")
     assert csv_sections(render(empty, "csv"))["alerts"] == []
+
+
+def test_a_report_says_up_to_when_its_data_is_complete(report: Report) -> None:
+    header = render(report, "table").split("\n\n")[0]
+    assert "data complete to 2026-11-30 23:57" in header
+    assert "no data before 2026-11-02 00:00" in header
+    nothing = replace(report, recommendations=(), data=DataExtent(None, None))
+    out = render(nothing, "table")
+    assert "no data for this period" in out.split("\n\n")[0]
+    assert terminal_sections(out)["RECOMMENDATIONS"] == ["  no data for this period"]
+    assert "no data for this period" in render(nothing, "markdown")
+    assert json.loads(render(nothing, "json"))["data"] == {"first": None, "complete_to": None}
+    document = json.loads(render(report, "json"))["data"]
+    assert document["complete_to"].startswith("2026-11-30T23:57")
 
 
 # -- CSV -------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from agent.reporting.model import (
     SpendSource,
     Totals,
 )
-from agent.reporting.render.values import Cell, Kind, change_ratio
+from agent.reporting.render.values import Cell, Kind, change_ratio, text
 
 Record = dict[str, Cell]
 
@@ -45,6 +45,28 @@ def local(moment: datetime | None, zone: ZoneInfo) -> datetime | None:
         return None
     aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return aware.astimezone(zone)
+
+
+def data_record(report: Report, zone: ZoneInfo) -> Record:
+    """What the window holds (agent.cost.provisional): its first stored instant, and the
+    instant everything stored up to is in the report."""
+    return {
+        "first": Cell(Kind.TIME, local(report.data.first, zone)),
+        "complete_to": Cell(Kind.TIME, local(report.data.last, zone)),
+    }
+
+
+def data_note(report: Report) -> str:
+    """One line for people: up to when the report's data is complete, and where the window
+    has none."""
+    if report.data.empty:
+        return "no data for this period"
+    record = data_record(report, zone_of(report))
+    note = f"data complete to {text(record['complete_to'])}"
+    first = report.data.first
+    if first is not None and first > report.period.start:
+        note += f"; no data before {text(record['first'])}"
+    return note
 
 
 def period_record(period: Period, zone: ZoneInfo) -> Record:

@@ -99,7 +99,8 @@ def _header(report: Report, title: str) -> list[str]:
     models = ", ".join(report.models_filter) or "all"
     meta = (
         f"{start} to {end} ({report.period.timezone}); previous period "
-        f"{report.previous_period.label}; hosts: {hosts}; models: {models}; generated {generated}"
+        f"{report.previous_period.label}; hosts: {hosts}; models: {models}; generated {generated}; "
+        f"{fields.data_note(report)}"
     )
     return [f"<header><h1>{escape(title)}</h1>", f'<p class="meta">{escape(meta)}</p></header>']
 

@@ -37,6 +37,7 @@ def to_document(report: Report) -> dict[str, Any]:
         "currency": CURRENCY,
         "period": _object(fields.period_record(report.period, zone)),
         "previous_period": _object(fields.period_record(report.previous_period, zone)),
+        "data": _object(fields.data_record(report, zone)),
         "filters": {"hosts": list(report.hosts_filter), "models": list(report.models_filter)},
         "useful_tokens_rule": report.useful_tokens_rule,
         "totals": _object(fields.totals_record(report.totals)),

@@ -52,6 +52,7 @@ def _header(report: Report) -> list[str]:
         f"- previous period: {escape(report.previous_period.label)}",
         f"- hosts: {escape(hosts)}; models: {escape(models)}",
         f"- generated: {generated}",
+        f"- {escape(fields.data_note(report))}",
     ]
 
 

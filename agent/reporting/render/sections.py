@@ -92,6 +92,7 @@ def meta_section(report: Report) -> Section:
         "hosts_filter": Cell(Kind.TEXT, ", ".join(report.hosts_filter)),
         "models_filter": Cell(Kind.TEXT, ", ".join(report.models_filter)),
         "useful_tokens_rule": Cell(Kind.TEXT, report.useful_tokens_rule),
+        **{f"data_{k}": v for k, v in fields.data_record(report, zone).items()},
     }
     return _pairs("report", "Report", record, {k: k.replace("_", " ") for k in record})
 
@@ -271,7 +272,7 @@ def _recommendations(report: Report) -> Section:
         columns,
         records,
         layout=Layout.NOTES,
-        empty="nothing to change",
+        empty="no data for this period" if report.data.empty else "nothing to change",
     )
 
 

@@ -87,6 +87,7 @@ def _header(report: Report) -> list[str]:
             f"hosts: {hosts}; models: {models}",
             "",
         ),
+        *_wrap(fields.data_note(report), ""),
     ]
 
 
