@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.failures import quietly
+from agent.cli.main import build_parser
 from tests.agent.console import SCRIPT, environment, gpuwatch, sqlite_config
 
 
@@ -51,7 +52,8 @@ def test_a_reader_that_stops_early_in_a_shell_pipeline(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["report"], ["alerts"], ["silence", "list"], ["digest"], ["cost"], ["db", "current"]]
+    "args",
+    [["report"], ["alerts"], ["silence", "list"], ["digest"], ["cost"], ["db", "current"], ["run"]],
 )
 def test_an_unreachable_database_is_one_line_naming_the_setting(
     tmp_path: Path, args: list[str]
@@ -144,3 +146,17 @@ def test_ctrl_c_ends_a_command_without_a_traceback() -> None:
         raise KeyboardInterrupt
 
     assert quietly(interrupted) == 130
+
+
+READING_CONFIGURATION = [
+    ["run"], ["collect", "--once"], ["check-config"], ["db", "upgrade"], ["db", "current"],
+    ["breakeven"], ["cost"], ["import", "focus", "x.csv"], ["alerts"],
+    ["silence", "add", "--match", "a=b", "--duration", "1h", "--comment", "c"],
+    ["silence", "list"], ["silence", "expire", "ID"], ["digest"], ["report"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", READING_CONFIGURATION, ids=lambda c: " ".join(c[:2]))
+def test_every_command_that_reads_configuration_takes_config(command: list[str]) -> None:
+    args = build_parser().parse_args([*command, "--config", "/x.toml"])
+    assert args.config == "/x.toml"
