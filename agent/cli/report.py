@@ -12,25 +12,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.reporting.formats import DAILY_FORMATS, FORMATS
 from collectors.base import GpuwatchError
-from collectors.printable import printable
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
-
     from agent.config.settings import Config
     from agent.reporting.model import Period
 
 # report_period's ValueErrors start with the parameter's name; users know the flag.
 _FLAGS = {"month": "--month", "start": "--from", "end": "--to"}
 _CURRENT_MONTH = ""  # --month without a value
-HOSTS_LISTED = 20  # a fleet's database may hold hundreds: the first ones, then how many more
 
 
 class ReportArgumentError(GpuwatchError):
@@ -91,6 +86,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     # Imported here: the report's queries are not the daemon's (`gpuwatch run` parses the same
     # command line), and they are megabytes of its memory (bench/memory.py).
+    from agent.cli.report_filters import check_filters
     from agent.reporting.build import build_report
     from agent.reporting.render import render
     from agent.storage.db import open_database
@@ -98,7 +94,7 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     period = choose_period(args, now, config.timezone)
     engine = open_database(config.database_url)
     try:
-        check_hosts(engine, args.host)
+        check_filters(engine, args.host, args.model)
         report = build_report(
             engine, config, period, now=now, hosts=tuple(args.host), models=tuple(args.model),
             daily=args.format in DAILY_FORMATS,
@@ -117,31 +113,6 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     # A note, not the report: stdout stays clean for whoever pipes the command.
     print(f"gpuwatch: {args.format} report for {period.label} written to {path}", file=sys.stderr)
     return 0
-
-
-def check_hosts(engine: Engine, asked: Sequence[str]) -> None:
-    """Raise ReportArgumentError, listing the hosts there are, when a --host has never stored
-    anything: its report would be all zeros, as if the host had been idle."""
-    if not asked:
-        return
-    from sqlalchemy import select
-
-    from migrations.schema import series
-
-    with engine.connect() as conn:
-        known = sorted(conn.execute(select(series.c.host).distinct()).scalars())
-    unknown = [host for host in asked if host not in known]
-    if not unknown:
-        return
-    more = len(known) - HOSTS_LISTED
-    listed = ", ".join(known[:HOSTS_LISTED]) + (f" and {more} more" if more > 0 else "")
-    names = ", ".join(repr(host) for host in unknown)
-    raise ReportArgumentError(
-        printable(
-            f"--host: no host{'s' if len(unknown) > 1 else ''} {names} in the database "
-            + (f"(hosts: {listed})" if known else "(no host has stored anything yet)")
-        )
-    )
 
 
 def choose_period(args: argparse.Namespace, now: datetime, zone: str) -> Period:
