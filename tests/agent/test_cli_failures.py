@@ -16,6 +16,13 @@ from agent.cli.main import build_parser
 from tests.agent.console import SCRIPT, environment, gpuwatch, sqlite_config
 
 
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A configuration on a SQLite file at the schema's head, shared by the module's tests
+    that only read it (one `db upgrade` instead of one per test)."""
+    return sqlite_config(tmp_path_factory.mktemp("upgraded"))
+
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -28,10 +35,10 @@ def closed_port() -> int:
     ids=["digest", "report-csv", "report-json"],
 )
 def test_a_reader_that_stops_early_ends_the_command_quietly(
-    tmp_path: Path, args: list[str]
+    tmp_path: Path, upgraded: Path, args: list[str]
 ) -> None:
     """`gpuwatch digest --dry-run | head -1`: the reader is gone before the command writes."""
-    config = sqlite_config(tmp_path)
+    config = upgraded
     read, write = os.pipe()
     os.close(read)  # a reader that has already stopped: every write fails with EPIPE
     try:
@@ -42,8 +49,8 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(
     assert done.returncode == 141  # what a shell shows for `cat` in the same place
 
 
-def test_a_reader_that_stops_early_in_a_shell_pipeline(tmp_path: Path) -> None:
-    config = sqlite_config(tmp_path)
+def test_a_reader_that_stops_early_in_a_shell_pipeline(tmp_path: Path, upgraded: Path) -> None:
+    config = upgraded
     done = subprocess.run(
         ["bash", "-c", f'"{SCRIPT}" digest --dry-run --config "{config}" | head -1'],
         env=environment(tmp_path), capture_output=True, text=True, timeout=60, check=False,
