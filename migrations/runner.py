@@ -10,7 +10,10 @@ in the daemon's memory for its whole life, about 8 MB (bench/memory.py).
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
 
 _HERE = Path(__file__).resolve().parent
 _REVISION = re.compile(r'^(down_revision|revision)\s*=\s*"([^"]+)"', re.MULTILINE)
+# Alembic's line for each migration it applies ("Running upgrade 0008 -> 0009, ...").
+_STEP = "Running %s"
 
 
 class SchemaError(RuntimeError):
@@ -81,8 +86,29 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
             # a schema that every later start tripped over ("table series already exists").
             # An explicit BEGIN makes the whole upgrade one transaction, as on PostgreSQL.
             connection.exec_driver_sql("BEGIN IMMEDIATE")
-        command.upgrade(alembic_config(connection), "head")
+        with _steps_only():
+            command.upgrade(alembic_config(connection), "head")
     return before, head
+
+
+@contextmanager
+def _steps_only() -> Iterator[None]:
+    """While migrations run, Alembic's line for each ("Running upgrade 0008 -> 0009, ..."), at
+    the level the process logs at, even where Alembic is quieted (the CLI keeps it at WARNING:
+    at INFO it also describes its plugins and context, which tells a user nothing)."""
+    steps = logging.getLogger("alembic.runtime.migration")
+    saved = steps.level
+    steps.setLevel(logging.getLogger().getEffectiveLevel())
+    steps.addFilter(_a_step)
+    try:
+        yield
+    finally:
+        steps.removeFilter(_a_step)
+        steps.setLevel(saved)
+
+
+def _a_step(record: logging.LogRecord) -> bool:
+    return record.levelno != logging.INFO or record.msg == _STEP
 
 
 def assert_at_head(engine: Engine) -> None:

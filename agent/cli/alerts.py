@@ -8,27 +8,25 @@ matching alerts wherever they are evaluated, from the next evaluation on.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
-import secrets
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
-from sqlalchemy.exc import OperationalError
-
-from agent.alerting import store as alert_store
-from agent.alerting.local_outbox import outbox_path, pending_in
-from agent.config.settings import Config
 from agent.reporting import json_text
-from agent.storage.db import open_database
-from agent.storage.spool import peek
 from alerts.duration import DurationError, format_duration, parse_duration
 from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
 from alerts.model import AlertKey, AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matchers, silenced_by
 from collectors.base import GpuwatchError
 from collectors.printable import printable
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+
+# The database's modules (SQLAlchemy) are imported by the commands that run, not at the top:
+# `gpuwatch --help` builds this module's parsers and needs none of them.
 
 _SHOWN = (State.FIRING, State.PENDING)
 
@@ -67,6 +65,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    from sqlalchemy.exc import OperationalError
+
+    from agent.alerting import store as alert_store
+    from agent.storage.db import open_database
+
     spooling = _spooling(config, now)
     if spooling and not args.json:
         print(spooling)
@@ -126,14 +129,18 @@ def _spooling(config: Config, now: datetime) -> str | None:
     """One line when this host's daemon is spooling (its database did not take its latest
     rounds): the alerts listed from the database are then behind, and this host's rules run
     from the daemon's memory (see README, Outages)."""
+    from agent.alerting.local_outbox import outbox_path, pending_in
+    from agent.storage.spool import peek
+
     path = config.spool.file(config.database_url, os.environ)
     stats = peek(path)
     if stats is None or not stats.rounds:
         return None
     since = stats.oldest or now
     queued = pending_in(outbox_path(path))
+    when = _when(since, ZoneInfo(config.timezone))
     return (
-        f"host {config.host} is spooling: {stats.rounds} round(s) since {since.isoformat()}"
+        f"host {config.host} is spooling: {stats.rounds} round(s) since {when}"
         f" ({format_duration(max(0, round((now - since).total_seconds())))} ago) are waiting"
         f" for the database; {queued} notification(s) queued locally ({path})"
     )
@@ -191,16 +198,25 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
-    action = {"add": _add, "list": _list, "expire": _expire}[args.silence_command]
+    from agent.storage.db import open_database
+
     engine = open_database(config.database_url)
     try:
         with engine.begin() as conn:
+            if args.silence_command == "list":
+                return _list(args, conn, now, ZoneInfo(config.timezone))
+            action = {"add": _add, "expire": _expire}[args.silence_command]
             return action(args, conn, now)
     finally:
         engine.dispose()
 
 
 def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    import getpass
+    import secrets  # with its hashing modules, a tenth of `gpuwatch --help`'s time
+
+    from agent.alerting import store as alert_store
+
     try:
         matchers = [m for text in args.match for m in parse_matchers(text)]
     except ValueError as exc:
@@ -221,7 +237,9 @@ def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     return 0
 
 
-def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+def _list(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) -> int:
+    from agent.alerting import store as alert_store
+
     found = alert_store.load_silences(conn)
     if not args.all:
         found = [s for s in found if s.state(now) is not SilenceState.EXPIRED]
@@ -231,15 +249,28 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime) -> int:
     if not found:
         print("No silences." if args.all else "No active or pending silences.")
         return 0
-    print(f"{'ID':<16} {'STATE':<8} {'ENDS':<25} {'BY':<12} MATCHERS / COMMENT")
+    rows = [["ID", "STATE", "STARTS", "ENDS", "BY", "MATCHERS / COMMENT"]]
     for s in found:
         matchers = " ".join(str(m) for m in s.matchers)
-        line = (
-            f"{s.id:<16} {s.state(now).value:<8} {s.ends_at.isoformat():<25} {s.created_by:<12}"
-            f" {matchers}  # {s.comment}"
-        )
-        print(printable(line))
+        when = [_when(s.starts_at, zone), _when(s.ends_at, zone)]
+        rows.append([s.id, s.state(now).value, *when, s.created_by, f"{matchers}  # {s.comment}"])
+    # Authors and comments are anyone's text: no control character reaches the terminal.
+    print("\n".join(_aligned([[printable(cell) for cell in row] for row in rows])))
     return 0
+
+
+def _when(moment: datetime, zone: tzinfo) -> str:
+    """A time for people: in the configured timezone, to the second, with the zone's name."""
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Columns as wide as their widest cell, two spaces apart; the last one free."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
 
 
 def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
@@ -255,6 +286,8 @@ def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
 
 
 def _expire(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    from agent.alerting import store as alert_store
+
     found = {s.id: s for s in alert_store.load_silences(conn)}
     silence = found.get(args.id)
     if silence is None:

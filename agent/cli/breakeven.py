@@ -54,6 +54,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="TOML file (default as for `run`); read only for measured data",
+    )
+    parser.add_argument(
         "--window",
         default="30d",
         metavar="DURATION",
@@ -138,6 +143,11 @@ def _prices(args: argparse.Namespace) -> Prices:
     )
 
 
+def figures_given(args: argparse.Namespace) -> bool:
+    """Whether the command line gives the whole workload (then nothing is measured)."""
+    return args.requests_per_day is not None and args.gpu_seconds_per_request is not None
+
+
 def _workload(
     args: argparse.Namespace, measured: Callable[[str], Workload] | None
 ) -> tuple[Workload, str]:
@@ -148,7 +158,7 @@ def _workload(
     except DurationError as exc:
         raise _UsageError(f"--window: {exc}") from None
     requests, gpu_seconds = args.requests_per_day, args.gpu_seconds_per_request
-    if requests is not None and gpu_seconds is not None:
+    if figures_given(args):
         given = Workload(requests, gpu_seconds, args.tokens_per_request, args.bursts_per_day)
         return given, "given figures"
     if requests is not None or gpu_seconds is not None:

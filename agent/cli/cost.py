@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.cli import focus_import
-from agent.config.settings import Config
-from agent.cost.billing import Reconciliation, reconcile
 from agent.cost.breakeven import Workload
-from agent.cost.provisional import reading
-from agent.cost.summarize import Line, Summary, summarize, summarize_on
 from agent.reporting import json_text
-from agent.storage.db import open_database
 from alerts.duration import DurationError, parse_duration
 from collectors.base import GpuwatchError
 from collectors.printable import printable
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+    from agent.cost.billing import Reconciliation
+    from agent.cost.summarize import Line, Summary
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +32,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    from agent.cost.billing import reconcile
+    from agent.cost.provisional import reading
+    from agent.cost.summarize import summarize_on
+    from agent.storage.db import open_database
+
     try:
         window = timedelta(seconds=parse_duration(args.window))
     except DurationError as exc:
@@ -121,6 +126,9 @@ def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
 
 def measured_workload(config: Config, window: str, now: datetime | None = None) -> Workload:
     """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day."""
+    from agent.cost.summarize import summarize
+    from agent.storage.db import open_database
+
     now = now or datetime.now(UTC)
     seconds = parse_duration(window)
     start, end = _minute(now - timedelta(seconds=seconds)), _minute(now)

@@ -12,13 +12,11 @@ import argparse
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from agent.config.settings import Config
 from agent.reporting import json_text
-from agent.reporting.period import last_week_period
-from agent.storage.db import open_database
 from collectors.base import GpuwatchError
 
 if TYPE_CHECKING:
+    from agent.config.settings import Config
     from agent.reporting.digest_job import DigestSender, ReportBuilder
 
 
@@ -53,9 +51,11 @@ def run(
     """``build`` and ``sender`` default to the real report and ``[notify.slack]`` (tests
     pass their own)."""
     # Here, not at the top: slack_sdk is for this command only, and every other command
-    # (a report, an alerts listing) would load it first.
+    # (a report, an alerts listing, `gpuwatch --help`) would load it first; SQLAlchemy too.
     from agent.reporting.digest import digest_payload
     from agent.reporting.digest_job import SlackDigestSender, Status, report_builder, send_now
+    from agent.reporting.period import last_week_period
+    from agent.storage.db import open_database
 
     if args.send:
         # Checked before the database is touched: nothing to do without somewhere to post.

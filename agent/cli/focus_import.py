@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agent.config.settings import Config
-from agent.cost.billing import StagedRecords
-from agent.storage.db import open_database
-from collectors.billing.base import CostRecord
-from collectors.billing.focus import FocusReader, FocusTotals, cost_records
 from collectors.billing.focus_csv import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+    from agent.cost.billing import StagedRecords
+    from collectors.billing.base import CostRecord
+    from collectors.billing.focus import FocusTotals
 
 FOCUS_SOURCE = "focus"
 BATCH_ROWS = 2000  # a few thousand rows a statement: few round trips, little memory
@@ -48,6 +50,10 @@ def add_arguments(focus: argparse.ArgumentParser) -> None:
 
 
 def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    from agent.cost.billing import StagedRecords
+    from agent.storage.db import open_database
+    from collectors.billing.focus import FocusTotals
+
     totals = FocusTotals()
     engine = open_database(config.database_url)
     try:
@@ -73,6 +79,8 @@ def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) ->
 def _import(
     staged: StagedRecords, path: Path, max_bytes: int, totals: FocusTotals, now: datetime
 ) -> _Imported:
+    from collectors.billing.focus import FocusReader, cost_records
+
     batch: list[CostRecord] = []
     with FocusReader(path, max_bytes=max_bytes) as reader:
         for row in reader.rows():

@@ -7,10 +7,11 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
-
+# Only what building the parser needs: each command imports its own libraries (SQLAlchemy,
+# Alembic, httpx, the daemon) when it runs, so `gpuwatch --help` and `breakeven` with given
+# figures start in a fraction of the time (bench/cli_start.py; tests/agent/test_cli_start.py).
 from agent import __version__
 from agent.cli import alerts as alerts_cli
 from agent.cli import breakeven as breakeven_cli
@@ -18,15 +19,12 @@ from agent.cli import cost as cost_cli
 from agent.cli import digest as digest_cli
 from agent.cli import focus_import
 from agent.cli import report as report_cli
-from agent.cli.cost import measured_workload
+from agent.cli.failures import expected, quietly
 from agent.collect.clock import utc_now
-from agent.config.settings import Config, ConfigError, load_config
-from agent.reporting import json_text
-from agent.storage.db import create_engine, is_sqlite, sqlite_path
-from collectors.base import GpuwatchError
-from collectors.printable import printable
-from collectors.redact import redact_url, redact_urls
-from migrations.runner import SchemaError, current_revision, head_revision, upgrade_to_head
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+    from agent.cost.breakeven import Workload
 
 log = logging.getLogger("gpuwatch")
 
@@ -101,8 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # Libraries that log routine work at INFO: APScheduler every job run, httpx every request (a
-    # line per target per tick), Alembic its migration context on every command that opens the
-    # database. One line per tick would drown the journal; gpuwatch logs what matters itself.
+    # line per target per tick), Alembic its plugins and context. One line per tick would drown
+    # the journal; gpuwatch logs what matters itself, and a migration that runs says which
+    # (migrations.runner lets Alembic's line per migration through).
     for chatty in _CHATTY_LOGGERS:
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     handlers = {
@@ -113,40 +112,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         "breakeven": cmd_breakeven,
         "cost": cmd_cost,
         "import": cmd_import,
-        "alerts": lambda a: alerts_cli.run_alerts(a, load_config(a.config), utc_now()),
-        "silence": lambda a: alerts_cli.run_silence(a, load_config(a.config), utc_now()),
-        "digest": lambda a: digest_cli.run(a, load_config(a.config), utc_now()),
-        "report": lambda a: report_cli.run(a, load_config(a.config), utc_now()),
+        "alerts": lambda a: alerts_cli.run_alerts(a, _config(a), utc_now()),
+        "silence": lambda a: alerts_cli.run_silence(a, _config(a), utc_now()),
+        "digest": lambda a: digest_cli.run(a, _config(a), utc_now()),
+        "report": lambda a: report_cli.run(a, _config(a), utc_now()),
     }
     try:
-        return handlers[args.command](args)
-    except ConfigError as exc:
-        print(f"gpuwatch: {exc}", file=sys.stderr)
-        return 2
-    except (SchemaError, GpuwatchError) as exc:
-        print(f"gpuwatch: {exc}", file=sys.stderr)
-        return 1
-    except OperationalError as exc:  # the database is away: a fact to report, not a bug
-        print(f"gpuwatch: {_unreachable(args, exc)}", file=sys.stderr)
-        return 1
+        return quietly(lambda: handlers[args.command](args))
+    except Exception as exc:
+        failure = expected(exc, getattr(args, "config", None))
+        if failure is None:
+            raise
+        status, line = failure
+        print(f"gpuwatch: {line}", file=sys.stderr)
+        return status
 
 
-def _unreachable(args: argparse.Namespace, exc: OperationalError) -> str:
-    """One line naming the setting, the database (password hidden) and the cause."""
-    config = load_config(getattr(args, "config", None))
-    key = "GPUWATCH_DATABASE_URL" if os.environ.get("GPUWATCH_DATABASE_URL") else "database_url"
-    url = make_url(config.database_url)
-    where = f"{url.host or 'localhost'}:{url.port or 5432}" if url.host else str(url.database)
-    cause = (str(getattr(exc, "orig", None) or exc).splitlines() or ["unknown error"])[0]
-    # The password, and a password or token passed as a query parameter (libpq takes them).
-    shown = redact_url(url.render_as_string(hide_password=True))
-    return f"{key} ({shown}): cannot reach the database at {where}: {cause}"
+def _config(args: argparse.Namespace) -> Config:
+    from agent.config.settings import load_config
+
+    return load_config(args.config)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from agent.daemon.service import Daemon, ListenError  # APScheduler is only needed here
 
-    config = load_config(args.config)
+    config = _config(args)
     try:
         return Daemon(args.config, config).serve()
     except ListenError as exc:  # a setting to change, like a bad config: exit 2, one line
@@ -156,11 +147,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from agent.daemon.app import App  # the daemon's collectors, for this command only
+    from agent.reporting import json_text
 
-    app = App.open(load_config(args.config))
+    app = App.open(_config(args))
+    runner_log = logging.getLogger("agent.collect.runner")
+    runner_log.addFilter(_said_below)
     try:
         round_ = app.tick(utc_now())
     finally:
+        runner_log.removeFilter(_said_below)
         app.close()
     if args.json:
         for collector, s in round_.tagged_samples():
@@ -177,11 +172,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
             )
     else:
         for run in round_.runs:
-            state = "ok" if run.success else f"FAILED: {_error_text(run.error)}"
+            state = "ok" if run.success else "FAILED"
             took = f"{run.duration_seconds:.3f}s"
             print(f"{run.collector}: {len(run.samples)} samples in {took}, {state}")
     failed = [r for r in round_.runs if not r.success]
-    for run in failed:
+    for run in failed:  # the reason, once: on stderr, whatever stdout holds (a table, JSON)
         print(
             f"gpuwatch: collector {run.collector} failed: {_error_text(run.error)}",
             file=sys.stderr,
@@ -189,32 +184,50 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _said_below(record: logging.LogRecord) -> bool:
+    """The daemon's journal line for a failing collector: `collect --once` names each failure
+    itself, once, so the same sentence does not come twice more (a log line and a table)."""
+    return not str(record.msg).startswith("collector %s failed")
+
+
 def _error_text(error: str | None) -> str:
     """A collector's error as the terminal shows it: a URL in it (a target's, a redirect's)
     without its credentials, and no control character from a hostile answer."""
+    from collectors.printable import printable
+    from collectors.redact import redact_urls
+
     return printable(redact_urls(error or "unknown error"))
 
 
 def cmd_breakeven(args: argparse.Namespace) -> int:
-    config = load_config(getattr(args, "config", None))
-    return breakeven_cli.run(args, measured=lambda window: measured_workload(config, window))
+    if breakeven_cli.figures_given(args):  # nothing to measure: no configuration, no database
+        return breakeven_cli.run(args)
+    config = _config(args)  # a bad one is a setting to change (exit 2), like everywhere
+
+    def measured(window: str) -> Workload:
+        from agent.cli.cost import measured_workload
+
+        return measured_workload(config, window)
+
+    return breakeven_cli.run(args, measured=measured)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    return cost_cli.run_cost(args, load_config(args.config), utc_now())
+    return cost_cli.run_cost(args, _config(args), utc_now())
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    return focus_import.run_import_focus(args, load_config(args.config), utc_now())
+    return focus_import.run_import_focus(args, _config(args), utc_now())
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    print(_summary(config))
+    print(_summary(_config(args)))
     return 0
 
 
 def _summary(config: Config) -> str:
+    from agent.storage.db import is_sqlite
+
     collectors = ["nvml"] if config.collectors.nvml.enabled else []
     listen = config.daemon.metrics_listen or "disabled"
     return (
@@ -226,8 +239,10 @@ def _summary(config: Config) -> str:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    url = config.database_url
+    from agent.storage.db import create_engine, is_sqlite, sqlite_path
+    from migrations.runner import current_revision, head_revision, upgrade_to_head
+
+    url = _config(args).database_url
     path = sqlite_path(url) if is_sqlite(url) else None
     if args.db_command == "current" and path is not None and not path.exists():
         print(

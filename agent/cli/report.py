@@ -14,13 +14,14 @@ import argparse
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agent.config.settings import Config
 from agent.reporting.formats import DAILY_FORMATS, FORMATS
-from agent.reporting.model import Period
-from agent.reporting.period import last_month_period, month_period, range_period, week_period
-from agent.storage.db import open_database
 from collectors.base import GpuwatchError
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+    from agent.reporting.model import Period
 
 # report_period's ValueErrors start with the parameter's name; users know the flag.
 _FLAGS = {"month": "--month", "start": "--from", "end": "--to"}
@@ -85,12 +86,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     # Imported here: the report's queries are not the daemon's (`gpuwatch run` parses the same
     # command line), and they are megabytes of its memory (bench/memory.py).
+    from agent.cli.report_filters import check_filters
     from agent.reporting.build import build_report
     from agent.reporting.render import render
+    from agent.storage.db import open_database
 
     period = choose_period(args, now, config.timezone)
     engine = open_database(config.database_url)
     try:
+        check_filters(engine, args.host, args.model)
         report = build_report(
             engine, config, period, now=now, hosts=tuple(args.host), models=tuple(args.model),
             daily=args.format in DAILY_FORMATS,
@@ -113,6 +117,13 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
 
 def choose_period(args: argparse.Namespace, now: datetime, zone: str) -> Period:
     """The period the flags ask for (argparse has already refused two period choices)."""
+    from agent.reporting.period import (
+        last_month_period,
+        month_period,
+        range_period,
+        week_period,
+    )
+
     if (args.start is None) != (args.end is None):
         given, missing = ("--from", "--to") if args.end is None else ("--to", "--from")
         raise ReportArgumentError(

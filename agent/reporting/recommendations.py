@@ -97,7 +97,10 @@ def _api_price(config: Config) -> tuple[Decimal, str]:
         return Decimal(
             repr(float(configured))
         ), "[alerts.rules.CostPerMtokHigh] api_usd_per_million"
-    return API_USD_PER_MILLION, "default, economics.md worked break-even"
+    return API_USD_PER_MILLION, (
+        "a typical hosted API's price; set [alerts.rules.CostPerMtokHigh] api_usd_per_million "
+        "to compare with yours"
+    )
 
 
 def _deployment_advice(
@@ -129,9 +132,9 @@ def _deployment_advice(
             f"{m.tokens.requests:,.0f} requests, {m.busy / HOUR:,.1f} busy GPU-hours, "
             f"{m.tokens.output:,.0f} output tokens; the pod is what the model's GPUs cost, "
             f"{usd(prices.pod_usd_per_hour)}/h. Prices compared: serverless "
-            f"{usd(SERVERLESS_USD_PER_HOUR)} per GPU-hour (economics.md default, a serverless "
-            f"A100 80GB), API {_rate(api)} per million tokens ({api_source}); cold starts not "
-            "counted."
+            f"{usd(SERVERLESS_USD_PER_HOUR)} per GPU-hour (a typical serverless A100 80GB, "
+            f"billed only while it runs), API {_rate(api)} per million tokens ({api_source}); "
+            "cold starts not counted."
         )
         if saving is not None:
             detail += f" Saving {usd(saving)} a month (730 h)."

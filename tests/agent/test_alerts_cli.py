@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -120,6 +121,31 @@ def test_silence_add_list_expire(config_path: str, capsys: pytest.CaptureFixture
 
     code, _, err = run(capsys, "silence", "expire", silence_id, "--config", config_path)
     assert code == 1 and "already expired" in err
+
+
+def test_silence_list_shows_local_times_in_aligned_columns(
+    config_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path(config_path).write_text('host = "box"\ntimezone = "Asia/Kolkata"\n', encoding="utf-8")
+    for author, duration in (("ana", "2h"), ("a-much-longer-author", "30m")):
+        code, _, _ = run(
+            capsys, "silence", "add", "--match", "alertname=GpuIdle", "--duration", duration,
+            "--comment", "maintenance", "--author", author, "--config", config_path,
+        )  # fmt: skip
+        assert code == 0
+    listed = json.loads(run(capsys, "silence", "list", "--json", "--config", config_path)[1])
+    ends = {s["created_by"]: datetime.fromisoformat(s["ends_at"]) for s in listed["silences"]}
+    header, *rows = run(capsys, "silence", "list", "--config", config_path)[1].splitlines()
+    assert len(rows) == 2
+    starts = [header.index(name) for name in ("STATE", "STARTS", "ENDS", "BY", "MATCHERS")]
+    for row in rows:
+        # Every column starts where its heading does, one space or more after the cell before.
+        assert all(row[at - 1] == " " and row[at] != " " for at in starts), (header, row)
+        author = row[starts[3] :].split()[0]
+        shown = row[starts[2] : starts[3]].strip()
+        # Wall time of the configured zone, to the second, named; no microseconds.
+        local = ends[author].astimezone(ZoneInfo("Asia/Kolkata"))
+        assert shown == local.strftime("%Y-%m-%d %H:%M:%S IST")
 
 
 def test_silence_errors_name_the_argument(

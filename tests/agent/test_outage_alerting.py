@@ -90,7 +90,7 @@ def test_a_gpu_that_overheats_during_an_outage_reaches_slack_then_the_database_o
     assert local is not None and local.path.exists()
     assert main(["alerts", "--config", str(tmp_path / "gpuwatch.toml")]) == 0
     shown = capsys.readouterr().out
-    assert "host box is spooling: 18 round(s) since 2026-11-02T08:02:00+00:00 (" in shown
+    assert "host box is spooling: 18 round(s) since 2026-11-02 08:02:00 UTC (" in shown
     assert "0 notification(s) queued locally" in shown  # the one queued was delivered
 
     mend_database(box.app)

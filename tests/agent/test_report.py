@@ -456,6 +456,9 @@ def test_recommendations_carry_their_numbers(month: Engine) -> None:
         else:
             usd(advice.saving_usd_per_month, (pod_day - best[kind]) * MONTH_HOURS / 24)
         assert "$2.50 per GPU-hour" in advice.detail and "$0.40 per million" in advice.detail
+        # Where the prices come from, in words a user can act on (no document they lack).
+        assert "[alerts.rules.CostPerMtokHigh] api_usd_per_million" in advice.detail
+        assert ".md" not in advice.detail
     usd(by[("serverless", "mistral-7b")].saving_usd_per_month, Decimal("100.375"))  # 3.30/day
     assert "$75.60/day" in by[("pod", "qwen-7b")].detail  # pod, then serverless $76.50
     # Largest saving first; "keep the pod" last.

@@ -14,6 +14,8 @@ import pytest
 from agent.cli import report as report_cli
 from agent.config.settings import Config
 from agent.reporting.model import SCHEMA_VERSION
+from agent.sim import EngineServer, Traffic
+from tests.agent.console import environment, gpuwatch, sqlite_config
 
 # -- gpuwatch report: arguments -----------------------------------------------------------------
 
@@ -111,3 +113,41 @@ def test_report_prints_to_stdout_and_explains_an_unwritable_output(
     args = report_args("--format", "html", "--output", str(missing))
     with pytest.raises(report_cli.ReportArgumentError, match="--output: cannot write"):
         report_cli.run(args, config, NOW)
+
+
+# -- gpuwatch report --host ---------------------------------------------------------------------
+
+
+def test_report_on_a_host_or_model_that_stored_nothing_names_those_there_are(
+    tmp_path: Path,
+) -> None:
+    traffic = Traffic(models=("llama-8b", "qwen-7b"))
+    traffic.serve(3, model="llama-8b", engine="0")
+    with EngineServer("vllm-0.10", traffic) as server:
+        target = f'[[targets]]\nname = "t1"\nurl = "{server.url}"\n'
+        config = sqlite_config(tmp_path, f"[collectors.nvml]\nenabled = false\n{target}")
+        done = gpuwatch(["collect", "--once", "--config", str(config)], environment(tmp_path))
+        assert done.returncode == 0, done.stderr  # box-1 has stored llama-8b's and qwen-7b's
+    asked = ["report", "--config", str(config), "--host", "box-1", "--model", "qwen-7b"]
+    done = gpuwatch([*asked, "--host", "nosuch"], environment(tmp_path))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "gpuwatch: --host: no host 'nosuch' in the database (hosts: box-1)\n"
+    done = gpuwatch([*asked, "--model", "gpt-5"], environment(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr == (
+        "gpuwatch: --model: no model 'gpt-5' in the database (models: llama-8b, qwen-7b)\n"
+    )
+    done = gpuwatch(asked, environment(tmp_path))
+    assert done.returncode == 0 and "hosts: box-1; models: qwen-7b" in done.stdout
+
+
+def test_report_filters_on_an_empty_database_say_nothing_is_stored(tmp_path: Path) -> None:
+    config = sqlite_config(tmp_path)
+    done = gpuwatch(["report", "--config", str(config), "--host", "a", "--host", "b"],
+                    environment(tmp_path))  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        "gpuwatch: --host: no hosts 'a', 'b' in the database (no host has stored anything yet)\n"
+    )
+    done = gpuwatch(["report", "--config", str(config), "--model", "m"], environment(tmp_path))
+    assert done.stderr.endswith("(no model has stored anything yet)\n")

@@ -64,6 +64,36 @@ def test_table_stays_within_100_columns_with_huge_names_and_figures(report: Repo
     assert max(len(line) for line in render(huge, "table").splitlines()) <= 100
 
 
+def gpu_uuids_shown(out: str, section: str) -> dict[tuple[str, str], str]:
+    """(host, index) -> the UUID as the section shows it."""
+    rows = grid_table(terminal_sections(out)[section])[1:]
+    return {(row[0], row[1]): row[2] for row in rows}
+
+
+def test_table_shows_each_gpu_uuid_alike_in_every_section(report: Report) -> None:
+    out = render(report, "table")
+    gpu_time, top_waste = (gpu_uuids_shown(out, s) for s in ("GPU TIME", "TOP WASTE"))
+    whole = {(g.host, g.gpu_index): g.gpu_uuid for g in report.gpus}
+    assert len(top_waste) == 5 and len(gpu_time) == 6
+    for key, shown in top_waste.items():
+        assert gpu_time[key] == shown
+    for key, shown in gpu_time.items():
+        assert shown == whole[key][:12] + "…"  # "GPU-" and the first group
+    assert whole[("gpu-box-1", "0")] in render(report, "json")  # whole everywhere else
+
+
+def test_table_uuids_that_share_their_first_group_are_told_apart(report: Report) -> None:
+    twins = tuple(
+        replace(g, gpu_uuid=f"GPU-00000000-1111-2222-3333-44444444444{n}")
+        for n, g in enumerate(report.gpus)
+    )
+    out = render(replace(report, gpus=twins, top_waste=twins[4:]), "table")
+    gpu_time = [row[2] for row in grid_table(terminal_sections(out)["GPU TIME"])[1:]]
+    assert gpu_time == [f"GPU-00000000…444{n}" for n in range(6)]
+    top_waste = [row[2] for row in grid_table(terminal_sections(out)["TOP WASTE"])[1:]]
+    assert top_waste == gpu_time[4:]
+
+
 def test_empty_sections_say_so(report: Report) -> None:
     empty = replace(report, alerts=(), queue_incidents=(), recommendations=(), models=())
     out = render(empty, "table")

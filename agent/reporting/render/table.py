@@ -1,14 +1,17 @@
 """``--format table``: the report for a terminal, no line longer than 100 characters.
 
-Numbers are never cut: when a grid is too wide, its free-text columns (model, host, UUID,
-summary) are shortened with "…"; if even that is not enough, every row is printed as
-"label: value" lines. The full strings are in every other format.
+Numbers are never cut: when a grid is too wide, its free-text columns (model, host, summary)
+are shortened with "…"; if even that is not enough, every row is printed as "label: value"
+lines. GPU UUIDs are shown alike in every section: their first group ("GPU-5ec84d8d…"), and
+their last characters where two GPUs of the report share it. The full strings are in every
+other format.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from agent.reporting.model import Report
 from agent.reporting.render import fields
@@ -20,13 +23,52 @@ WIDTH = 100
 INDENT = "  "
 GAP = "  "
 MIN_SHRUNK = 8  # a shortened text column keeps at least this many characters
+UUID_SHOWN = len("GPU-5ec84d8d")  # "GPU-" or "MIG-" and the UUID's first group
+UUID = "gpu_uuid"
 
 
 def render_table(report: Report) -> str:
     lines = _header(report)
+    uuids = short_uuids(g.gpu_uuid for g in (*report.gpus, *report.top_waste))
     for section in sections(report, daily=False):
-        lines += ["", *_section(section)]
+        lines += ["", *_section(_with_short_uuids(section, uuids))]
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def short_uuids(uuids: Iterable[str]) -> dict[str, str]:
+    """Each UUID as the table shows it, in every section alike: its first group; where two of
+    the report share that (made-up UUIDs, never NVIDIA's random ones in practice), its last
+    characters too, as many as tell them all apart: "GPU-00000000…0003"."""
+    whole = sorted(set(uuids))
+    longest = max((len(u) for u in whole), default=0)
+    for tail in (0, *range(4, longest + 1)):
+        shown = {u: _short(u, tail) for u in whole}
+        if len(set(shown.values())) == len(whole):
+            return shown
+    return {u: u for u in whole}
+
+
+def _short(uuid: str, tail: int) -> str:
+    if len(uuid) <= UUID_SHOWN + 1 + tail:
+        return uuid
+    return uuid[:UUID_SHOWN] + "…" + (uuid[-tail:] if tail else "")
+
+
+def _with_short_uuids(section: Section, uuids: Mapping[str, str]) -> Section:
+    """The section with its UUID column as :func:`short_uuids` says, never cut further."""
+    at = next((i for i, c in enumerate(section.columns) if c.key == UUID), None)
+    if at is None:
+        return section
+    columns = list(section.columns)
+    columns[at] = replace(columns[at], shrink=False)
+    rows = tuple(
+        tuple(
+            replace(cell, value=uuids.get(str(cell.value), str(cell.value))) if i == at else cell
+            for i, cell in enumerate(row)
+        )
+        for row in section.rows
+    )
+    return replace(section, columns=tuple(columns), rows=rows)
 
 
 def _header(report: Report) -> list[str]:
