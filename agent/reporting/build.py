@@ -53,6 +53,7 @@ def build_report(
     hosts: Sequence[str] = (),
     models: Sequence[str] = (),
     daily: bool = True,
+    fresh: bool = True,
 ) -> Report:
     """Every figure of ``period`` (see :mod:`agent.reporting.parts`), restricted to ``hosts``
     and ``models`` when given (see :mod:`agent.reporting.figures`). ``daily``: False leaves the
@@ -63,7 +64,8 @@ def build_report(
     days = local_days(period) if daily else []
     rule = config.cost.useful_tokens
     # Rollups brought up to date for this read only, then rolled back (agent.cost.provisional).
-    with reading(engine, config, wanted.hosts, (period.start, period.end)) as (conn, coverage):
+    window = (period.start, period.end)
+    with reading(engine, config, wanted.hosts, window, fresh=fresh) as (conn, coverage):
         starts = [at for _, at in days] or [period.start]
         current = Window.read(conn, *coverage.window, wanted, starts)
         previous = Window.read(conn, before.start, before.end, wanted, [before.start])
