@@ -41,7 +41,7 @@ $(TEST_STAMP): pyproject.toml | $(PY)
 
 venv: $(TEST_STAMP)
 
-$(FAKENVML): tests/fakenvml/fakenvml.c tests/fakenvml/build.py $(TEST_STAMP)
+$(FAKENVML): agent/sim/fakenvml/fakenvml.c agent/sim/fakenvml/build.py $(TEST_STAMP)
 	$(PY) -m tests.fakenvml.build build/fakenvml
 
 run: $(RUN_STAMP)
