@@ -1,24 +1,33 @@
 """The demo's month: every host's rounds through the daemon's own parts, in simulated time.
 
-Each host is the daemon's :class:`~agent.daemon.app.App`, opened on its configuration: the real
-NVML collector (pynvml over the fake library) and a scrape per target (engines.py), collected
-by the real runner with what the daemon derives (allocation, prices); the rounds go through the
-real store, a batch per transaction; the host's rules are evaluated after each batch, and the
-real rollup (with the cost ledger) runs every simulated hour, as the daemon's minute job would
-have caught up. The only thing the daemon does differently is the clock: the history's rounds
-are ``interval_seconds`` apart (its configuration says so), and nobody waits between them.
+Each host is the daemon's :class:`~agent.daemon.app.App`, opened on its configuration, in a
+process of its own as each box runs its own daemon: the real NVML collector (pynvml over the
+fake library) and a scrape per target (engines.py), collected by the real runner with what the
+daemon derives (allocation, prices); the rounds go through the real store, a batch per
+transaction, and the host's alert rules are evaluated after each batch; the real rollup (with
+the cost ledger) runs once a simulated day (a run covers at most a day), as the daemon's minute
+job catches up after a stop, and then the fleet's budget rules. What differs from the daemon is
+the clock: the rounds are ``interval_seconds`` apart (the history's configuration says so, so
+the ledger meters each interval as long as it was) and nobody waits between them.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from agent.collect.runner import Round
 from agent.daemon.app import App
 from agent.demo.engines import FastForwardScrape
-from agent.demo.hardware import HostHardware, use_hardware
+from agent.demo.hardware import DemoSetupError, HostHardware, use_hardware
 from agent.demo.scenario import CYCLE, HOSTS, DemoHost, Month, demand, level, restart_at
 from agent.demo.settings import DemoFiles, write_config
 from agent.storage.rollup import SETTLE_SECONDS
@@ -98,6 +107,23 @@ def open_host(files: DemoFiles, host: DemoHost, month: Month, interval: float) -
     return HostRun(host, app, hardware, scrapes, month)
 
 
+def round_times(month: Month, interval: float) -> list[datetime]:
+    step = timedelta(seconds=interval)
+    times, at = [], month.start + step
+    while at <= month.end:
+        times.append(at)
+        at += step
+    return times
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What the host processes share: a barrier at each rollup, the rounds done so far."""
+
+    barrier: Any  # multiprocessing.Barrier
+    done: Any  # multiprocessing.Value("i")
+
+
 def generate(
     files: DemoFiles,
     month: Month,
@@ -107,39 +133,100 @@ def generate(
     now: datetime | None = None,
 ) -> int:
     """Fill the demo database with ``month``; returns the rounds stored. ``now`` is the real
-    time the history ends before (its last minutes are rolled up as of then)."""
-    step = timedelta(seconds=interval)
-    times = []
-    at = month.start + step
-    while at <= month.end:
-        times.append(at)
-        at += step
-    runs = [open_host(files, host, month, interval) for host in HOSTS]
+    time the history ends before (its last minutes are rolled up as of then).
+
+    Each host runs in a process of its own (forked: the fake NVML is loaded already), as each
+    box runs its own daemon; they meet at every rollup, so the fleet's budget rules, which
+    read every host's rollups, see all hosts up to the same instant."""
+    ctx = multiprocessing.get_context("fork")
+    shared = Shared(ctx.Barrier(len(HOSTS)), ctx.Value("i", 0))
+    settled = max(now or month.end, month.end + timedelta(seconds=SETTLE_SECONDS))
+    workers = [
+        ctx.Process(
+            target=_host_process,
+            args=(files, i, month, interval, settled, shared),
+            name=f"demo-{host.name}",
+        )
+        for i, host in enumerate(HOSTS)
+    ]
+    for worker in workers:
+        worker.start()
+    total = len(round_times(month, interval)) * len(HOSTS)
     try:
-        next_rollup = month.start + ROLLUP_EVERY
-        for done, at in enumerate(times, 1):
-            for run in runs:
-                run.step(at, interval)
-            last = done == len(times)
-            if done % BATCH == 0 or last:
-                for run in runs:
-                    run.flush(at)
-            if at >= next_rollup or last:
-                roll_up(runs, at)
-                next_rollup = at + ROLLUP_EVERY
-            if progress is not None:
-                progress(done, len(times))
-        settled = max(now or month.end, month.end + timedelta(seconds=SETTLE_SECONDS))
-        roll_up(runs, settled)
+        _watch(workers, shared, total, progress)
     finally:
-        for run in runs:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+            worker.join()
+    return total
+
+
+def _watch(workers: list[Any], shared: Shared, total: int, progress: Progress | None) -> None:
+    """Show progress until the hosts are done; a host that failed stops the others."""
+    while any(w.is_alive() for w in workers):
+        failed = [w for w in workers if w.exitcode not in (None, 0)]
+        if failed:
+            shared.barrier.abort()
+            names = ", ".join(f"{w.name} (exit {w.exitcode})" for w in failed)
+            raise DemoSetupError(f"the demo's history failed in {names}; see the error above")
+        if progress is not None:
+            progress(min(shared.done.value, total - 1), total)
+        time.sleep(0.1)
+    failed = [w for w in workers if w.exitcode != 0]
+    if failed:
+        names = ", ".join(f"{w.name} (exit {w.exitcode})" for w in failed)
+        raise DemoSetupError(f"the demo's history failed in {names}; see the error above")
+    if progress is not None:
+        progress(total, total)
+
+
+def _host_process(
+    files: DemoFiles, index: int, month: Month, interval: float, settled: datetime, shared: Shared
+) -> None:
+    """One host's history (in its own process)."""
+    try:
+        run = open_host(files, HOSTS[index], month, interval)
+        try:
+            _history(run, round_times(month, interval), interval, settled, shared, index == 0)
+        finally:
             run.close()
-    return len(times) * len(runs)
+    except threading.BrokenBarrierError:
+        os._exit(3)  # another host failed and said so
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    os._exit(0)  # no atexit handlers of the parent's in a forked child
 
 
-def roll_up(runs: list[HostRun], now: datetime) -> None:
-    """Each host's rollup job (and the cost ledger) as of ``now``; the fleet's budget rules
-    on the first host, which leads the demo's fleet."""
-    for run in runs:
-        run.app.rollup.run(now)
-    runs[0].app.evaluate_fleet_alerts(now)
+def _history(
+    run: HostRun,
+    times: list[datetime],
+    interval: float,
+    settled: datetime,
+    shared: Shared,
+    leads: bool,
+) -> None:
+    next_rollup = times[0] + ROLLUP_EVERY if times else settled
+    for done, at in enumerate(times, 1):
+        run.step(at, interval)
+        last = done == len(times)
+        if done % BATCH == 0 or last:
+            run.flush(at)
+        if at >= next_rollup or last:
+            _roll_up(run, at, shared, leads)
+            next_rollup = at + ROLLUP_EVERY
+        with shared.done.get_lock():
+            shared.done.value += 1
+    _roll_up(run, settled, shared, leads)
+
+
+def _roll_up(run: HostRun, now: datetime, shared: Shared, leads: bool) -> None:
+    """The host's rollup job (and the cost ledger) as of ``now``; then, once every host has
+    rolled up, the fleet's budget rules on the first host, which leads the demo's fleet."""
+    run.app.rollup.run(now)
+    shared.barrier.wait()
+    if leads:
+        run.app.evaluate_fleet_alerts(now)
+    shared.barrier.wait()
