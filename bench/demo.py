@@ -108,12 +108,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         wall, cpu, rounds = generation(root / "demo", args.days)
+        print(f"demo history, {args.days} days, {len(HOSTS)} hosts: {rounds} rounds")
+        print(
+            f"  generation (collect, store, rules, rollups): {wall:6.1f} s wall, {cpu:6.1f} s CPU"
+        )
         shapes = templates(root / "shapes")
         samples = sum(len(r.tagged_samples()) for r in shapes) // len(shapes)
         base_wall, base_cpu = baseline(root / "shapes", rounds, shapes)
-    print(f"demo history, {args.days} days, {len(HOSTS)} hosts: {rounds} rounds "
-          f"(~{samples} samples each)")  # fmt: skip
-    print(f"  generation (collect, store, rules, rollups): {wall:6.1f} s wall, {cpu:6.1f} s CPU")
+    print(f"  (a round holds ~{samples} samples)")
     print(f"  baseline (the same rounds, plain writes):    {base_wall:6.1f} s wall, "
           f"{base_cpu:6.1f} s CPU")  # fmt: skip
     print(f"  ratio: {wall / base_wall:.1f} x wall, {cpu / base_cpu:.1f} x CPU")

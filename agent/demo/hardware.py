@@ -81,6 +81,9 @@ class HostHardware:
     energy_mj: dict[int, float] = field(default_factory=dict)
     _writes: int = 0
 
+    def __post_init__(self) -> None:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
     def write(self, loads: Mapping[int, float], seconds: float) -> Path:
         """The GPUs at their ``loads`` (GPU index -> 0..1, absent: no work) over the last
         ``seconds``; an index with a target but no load still holds its model's memory."""
