@@ -1,7 +1,7 @@
 """The default `gpuwatch demo`: a month, as `make demo` runs it (slow: `make test-demo`).
 
-About 25 s of CPU for the history (BENCHMARKS.md, the demo), over a minute on a busy 2-core
-machine, so it runs from its own target that .ci/run calls after `make test`."""
+About 45 s of CPU for the history (BENCHMARKS.md, the demo's month), over a minute on a busy
+2-core machine, so it runs from its own target that .ci/run calls after `make test`."""
 
 from __future__ import annotations
 
