@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  HTML report     {files.html_report}")
     print(f"  digest preview  {files.digest}  (the Slack Block Kit payload of the last week)")
     print(f"  database        {files.database}  (simulated data, marked as a demo)")
-    print(f"  look around     gpuwatch report --config {files.config(HOSTS[0])} --week")
+    print(f"  look around     {_command()} report --config {files.config(HOSTS[0])} --week")
     sys.stdout.flush()
     if not args.live:
         return 0
@@ -148,6 +148,11 @@ def _digest(config: Config, now: datetime) -> str:
     with contextlib.redirect_stdout(out):
         digest_cli.run(argparse.Namespace(send=False, dry_run=True), config, now)
     return out.getvalue()
+
+
+def _command() -> str:
+    """How this command was run (`make demo` runs .venv/bin/gpuwatch, not on the PATH)."""
+    return sys.argv[0] if Path(sys.argv[0]).name == "gpuwatch" else "gpuwatch"
 
 
 def _say(line: str) -> None:

@@ -127,3 +127,27 @@ def test_a_demo_configuration_refuses_a_real_database(tmp_path: Path) -> None:
     refused = gpuwatch(["collect", "--once", "--config", str(config)], tmp_path)
     assert refused.returncode == 1
     assert "is not a demo database: the demo never writes into a real one" in refused.stderr
+
+
+def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUWATCH_", "FAKE_NVML"))}
+    leader, follower = pty.openpty()
+    command = [sys.executable, "-m", "agent.cli.main", "demo", "--days", "1",
+               "--state-dir", str(tmp_path / "demo")]  # fmt: skip
+    with subprocess.Popen(command, env=env, cwd=REPO, stdout=follower, stderr=subprocess.DEVNULL):
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: the demo is done
+                break
+            if not chunk:
+                break
+            seen += chunk
+    os.close(leader)
+    text = seen.decode()
+    assert "\rsimulating the fleet [" in text
+    assert "] 100%" in text and "MODELS" in text
