@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         rounds = history.generate(files, month, progress=_progress_bar(), now=now)
         took = time.monotonic() - started
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while simulating: stop, no traceback
+        print("\ngpuwatch demo: interrupted; the demo database is incomplete", file=sys.stderr)
+        return 130
     finally:
         logging.disable(logging.NOTSET)
     config = read_config(files, HOSTS[0])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -140,6 +141,8 @@ def generate(
     read every host's rollups, see all hosts up to the same instant."""
     ctx = multiprocessing.get_context("fork")
     shared = Shared(ctx.Barrier(len(HOSTS)), ctx.Value("i", 0))
+    # SIGTERM stops the demo as Ctrl-C does: the finally below ends the host processes too.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     settled = max(now or month.end, month.end + timedelta(seconds=SETTLE_SECONDS))
     workers = [
         ctx.Process(
@@ -155,11 +158,16 @@ def generate(
     try:
         _watch(workers, shared, total, progress)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         for worker in workers:
             if worker.is_alive():
                 worker.terminate()
             worker.join()
     return total
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _watch(workers: list[Any], shared: Shared, total: int, progress: Progress | None) -> None:
@@ -184,7 +192,10 @@ def _watch(workers: list[Any], shared: Shared, total: int, progress: Progress | 
 def _host_process(
     files: DemoFiles, index: int, month: Month, interval: float, settled: datetime, shared: Shared
 ) -> None:
-    """One host's history (in its own process)."""
+    """One host's history (in its own process). Ctrl-C and SIGTERM are the parent's to
+    handle: it ends this process (SIGTERM, the default action) when the demo stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         run = open_host(files, HOSTS[index], month, interval)
         try:

@@ -4,12 +4,14 @@ The first host of the demo fleet comes alive: its engines are the simulator's HT
 127.0.0.1 (agent.sim.server), its GPUs the fake NVML, and a feeder thread moves both with the
 scenario's load on the wall clock. The daemon is `gpuwatch run`'s own
 (:class:`agent.daemon.service.Daemon`) on the host's demo configuration, until SIGTERM or
-SIGINT. The live engines serve a trickle (a few request cycles a minute): the simulator
-recounts every request on each render, so its bodies grow with the requests served.
+SIGINT. The live engines serve a trickle (a few request cycles a minute) and restart every
+couple of hours: the simulator recounts every request on each render, so its bodies grow with
+the requests served.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from collections.abc import Callable
@@ -24,8 +26,13 @@ from agent.demo.settings import DemoFiles, write_config
 from agent.sim.server import EngineServer
 from agent.sim.traffic import Traffic
 
+log = logging.getLogger(__name__)
+
 FEED_SECONDS = 2.0
 LIVE_CYCLES_PER_MINUTE = 2.0  # at full load, per target (see the module's docstring)
+# A live engine restarts after this many cycles (about two hours at full load), so that its
+# body, which the simulator recounts on every scrape, stays well within the scrape timeout.
+LIVE_MAX_CYCLES = 240
 
 
 def free_port() -> int:
@@ -43,6 +50,7 @@ class Feeder:
         self.traffic = traffic
         self.month = month
         self._due: dict[str, float] = {}
+        self._cycles: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-feeder", daemon=True)
 
@@ -67,10 +75,19 @@ class Feeder:
             set_level(traffic, state)
             due = self._due.get(target.name, 0.0) + load * LIVE_CYCLES_PER_MINUTE * seconds / 60
             if int(due):
-                traffic.serve(int(due) * CYCLE, model=target.model)
+                self._serve(traffic, target.name, target.model, int(due))
             self._due[target.name] = due - int(due)
             loads.update((i, 1.0 if state == "peak" else load) for i in target.gpus)
         self.hardware.write(loads, seconds)
+
+    def _serve(self, traffic: Traffic, name: str, model: str, cycles: int) -> None:
+        served = self._cycles.get(name, 0) + cycles
+        if served > LIVE_MAX_CYCLES:
+            log.info("demo engine %s restarts (its counters start over)", name)
+            traffic.restart()
+            served = cycles
+        traffic.serve(cycles * CYCLE, model=model)
+        self._cycles[name] = served
 
 
 def run_live(

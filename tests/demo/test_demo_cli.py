@@ -151,3 +151,26 @@ def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
     text = seen.decode()
     assert "\rsimulating the fleet [" in text
     assert "] 100%" in text and "MODELS" in text
+
+
+def test_sigterm_while_simulating_stops_the_demo_and_its_host_processes(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUWATCH_", "FAKE_NVML"))}
+    command = [sys.executable, "-m", "agent.cli.main", "demo", "--days", "20",
+               "--state-dir", str(tmp_path / "demo")]  # fmt: skip
+    with subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        hosts: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(hosts) < 2 and time.monotonic() < deadline:  # the two host processes
+            time.sleep(0.2)
+            tasks = Path(f"/proc/{proc.pid}/task")
+            hosts = [int(p) for t in tasks.glob("*/children") for p in t.read_text().split()]
+        assert len(hosts) == 2
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip() == "gpuwatch demo: interrupted; the demo database is incomplete"
+    assert not [pid for pid in hosts if Path(f"/proc/{pid}").exists()]
