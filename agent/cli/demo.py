@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     # it all below, so the history is quiet but for errors of the demo itself.
     logging.disable(logging.ERROR)
     try:
+        prepare.nvml(files)  # first: a missing compiler is said before anything is written
         prepare.fresh_database(files)
-        prepare.nvml(files)
         started = time.monotonic()
         rounds = history.generate(files, month, progress=_progress_bar(), now=now)
         took = time.monotonic() - started
@@ -106,7 +106,11 @@ def run(args: argparse.Namespace) -> int:
     config = read_config(files, HOSTS[0])
     print(
         f"gpuwatch demo: {rounds} simulated rounds of {len(HOSTS)} hosts over {args.days} "
-        f"days stored and rolled up in {took:.1f} s\n"
+        f"day{'s' if args.days > 1 else ''} stored and rolled up in {took:.1f} s\n"
+    )
+    print(
+        f"$ {_command()} report --config {files.config(HOSTS[0])} "
+        f"--from {month.start:%Y-%m-%d} --to {now:%Y-%m-%dT%H:%M:%SZ}\n"
     )
     _report(config, month.start, now, "table", None)
     _report(config, month.start, now, "html", files.html_report)
