@@ -127,7 +127,7 @@ def run_live(
             metrics_listen=f"127.0.0.1:{port}",
             urls=urls,
         )
-        daemon = Daemon(str(files.config(host)), config)
+        daemon = Daemon(str(files.config(host, live=True)), config)
         for name, url in urls.items():
             announce(f"engine {name} ({host.name}): {url}")
         watcher = threading.Thread(

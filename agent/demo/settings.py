@@ -57,8 +57,10 @@ class DemoFiles:
     def hardware(self, host: DemoHost) -> Path:
         return self.fakenvml / f"{host.name}.hardware"
 
-    def config(self, host: DemoHost) -> Path:
-        return self.folder / f"{host.name}.toml"
+    def config(self, host: DemoHost, *, live: bool = False) -> Path:
+        """The history's configuration of ``host`` (what the CLI looks at the demo with), or
+        the live daemon's (its engines' URLs, its /metrics, its 10 s tick)."""
+        return self.folder / f"{host.name}{'-live' if live else ''}.toml"
 
     @property
     def html_report(self) -> Path:
@@ -78,18 +80,20 @@ def write_config(
     metrics_listen: str = "",
     urls: Mapping[str, str] | None = None,
 ) -> Config:
-    """Write ``host``'s configuration and return it as the real loader reads it."""
-    path = files.config(host)
+    """Write ``host``'s configuration (the live one when ``urls`` are given) and return it as
+    the real loader reads it."""
+    live = urls is not None
+    path = files.config(host, live=live)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.write_text(render(files, host, month, interval_seconds, metrics_listen, urls or {}))
-    return read_config(files, host)
+    return read_config(files, host, live=live)
 
 
-def read_config(files: DemoFiles, host: DemoHost) -> Config:
+def read_config(files: DemoFiles, host: DemoHost, *, live: bool = False) -> Config:
     """``host``'s demo configuration as the real loader reads it (the demo's own database
     whatever ``$GPUWATCH_DATABASE_URL`` says)."""
     environ = {k: v for k, v in os.environ.items() if k not in _IGNORED_ENV}
-    return load_config(str(files.config(host)), environ)
+    return load_config(str(files.config(host, live=live)), environ)
 
 
 def render(
@@ -110,7 +114,8 @@ def render(
         'timezone = "UTC"',
         "",
         "[daemon]",
-        f"interval_seconds = {interval_seconds:g}  # the history: one simulated round per interval",
+        f"interval_seconds = {interval_seconds:g}"
+        + ("" if urls else "  # the history: one simulated round per interval"),
         f'metrics_listen = "{metrics_listen}"',
         "",
         "[spool]",

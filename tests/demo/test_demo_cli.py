@@ -71,6 +71,16 @@ def test_the_demo_prints_a_report_with_cost_per_million_tokens_for_each_model(
         assert re.fullmatch(MONEY, cost) and cost != "$0.00", model
         assert float(per_million.lstrip("$")) > 0, model
     assert "GpuIdle" in out  # the spare H100 nobody uses
+    # The GPUs as the NVML collector read them through pynvml, over the fake library.
+    assert "NVIDIA H100" in out and "NVIDIA L40S" in out
+
+
+def test_the_history_s_configuration_says_its_interval(demo: tuple[Path, str]) -> None:
+    folder, _ = demo
+    for host in ("demo-h100", "demo-l40s"):
+        text = (folder / f"{host}.toml").read_text()
+        assert "interval_seconds = 3600  # the history: one simulated round per interval" in text
+        assert "demo = true" in text
 
 
 def test_the_demo_writes_its_html_report_and_digest_and_says_where(demo: tuple[Path, str]) -> None:
