@@ -184,3 +184,14 @@ def test_sigterm_while_simulating_stops_the_demo_and_its_host_processes(tmp_path
     assert proc.returncode == 130
     assert err.strip() == "gpuwatch demo: interrupted; the demo database is incomplete"
     assert not [pid for pid in hosts if Path(f"/proc/{pid}").exists()]
+
+
+def test_demo_must_be_true_or_false(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('demo = "yes"\n')
+    done = gpuwatch(["check-config", "--config", str(config)], tmp_path)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == f"gpuwatch: {config}: demo: expected true or false, got a string 'yes'"
+    )
