@@ -6,6 +6,10 @@
 #               whole suite on both databases (but the slow fault loops)
 #   make test-faults  the slow fault loops against the real daemon and a PostgreSQL of their
 #               own (kill -9 around forwarding, a real full disk as root); .ci/run runs it
+#   make demo   virtualenv, install gpuwatch as users do with its demo extra (nvml.h for the
+#               simulated NVML library the demo compiles with gcc), then `gpuwatch demo`
+#               (DEMO_ARGS=--live keeps the daemon running after it)
+#   make test-demo  the default month of the demo, end to end (slow); .ci/run runs it
 #
 # Both share $(VENV), each with its own stamp, so either can come first. `make run` reinstalls
 # whenever pyproject.toml or a file under the packages changes (its install is a copy); the tests
@@ -15,6 +19,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RUN_STAMP  := $(VENV)/.installed-run
+DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 PACKAGE_FILES := $(shell find agent collectors alerts migrations -not -path '*/__pycache__*')
 FAKENVML := build/fakenvml/libnvidia-ml.so.1
@@ -22,7 +27,7 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # tests of a file never race each other for a port or a build folder.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: venv run test test-faults test-systemd check lint typecheck bench prometheus-tools clean
+.PHONY: venv run demo test test-faults test-systemd test-demo check lint typecheck bench prometheus-tools clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,17 +40,26 @@ $(RUN_STAMP): pyproject.toml $(PACKAGE_FILES) | $(PY)
 	$(PY) -m pip install -q .
 	touch $@
 
+# The demo's extra is nvidia-nvml-dev (nvml.h); a run install is a demo install too.
+$(DEMO_STAMP): pyproject.toml $(PACKAGE_FILES) | $(PY)
+	rm -rf build/lib build/bdist.*
+	$(PY) -m pip install -q '.[demo]'
+	touch $@ $(RUN_STAMP)
+
 $(TEST_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 venv: $(TEST_STAMP)
 
-$(FAKENVML): tests/fakenvml/fakenvml.c tests/fakenvml/build.py $(TEST_STAMP)
+$(FAKENVML): agent/sim/fakenvml/fakenvml.c agent/sim/fakenvml/build.py $(TEST_STAMP)
 	$(PY) -m tests.fakenvml.build build/fakenvml
 
 run: $(RUN_STAMP)
 	$(VENV)/bin/gpuwatch run $(if $(CONFIG),--config $(CONFIG))
+
+demo: $(DEMO_STAMP)
+	$(VENV)/bin/gpuwatch demo $(DEMO_ARGS)
 
 # Debian's promtool and alertmanager make some tests real, and chromium renders the HTML report
 # headless; installed only when we are root (CI and the dev machines are), otherwise those tests
@@ -95,6 +109,9 @@ test-systemd: $(TEST_STAMP) $(FAKENVML)
 	else echo "not root: the systemd boot test will be skipped"; fi
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml scripts/pytest-strict -m slow \
 		tests/test_systemd_boot.py $(PYTEST_ARGS)
+
+test-demo: $(TEST_STAMP)
+	scripts/pytest-strict -m slow tests/demo/test_demo_month.py $(PYTEST_ARGS)
 
 bench: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py

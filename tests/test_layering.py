@@ -32,7 +32,8 @@ ROOMS = (
     "alerting",  # alert inputs, conditions, evaluation and delivery, the alert store
     "reporting",  # report periods, model, figures, renderers, the digest
     "daemon",  # the long-running process: wiring, schedule, leader, sd_notify, /metrics
-    "sim",  # simulated engines and fleets for tests, benchmarks and the demo
+    "sim",  # simulated engines and GPUs (the fake NVML) for tests, benchmarks and the demo
+    "demo",  # `gpuwatch demo`: a simulated fleet's month through the real parts, and live
     "cli",  # the gpuwatch command
 )
 # What agent/ may hold beside its rooms.

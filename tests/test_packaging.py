@@ -24,7 +24,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("agent", "collectors", "alerts", "migrations")
-DATA_FILES = {"migrations/script.py.mako"}  # Alembic's template for new revisions
+DATA_FILES = {
+    "migrations/script.py.mako",  # Alembic's template for new revisions
+    "agent/sim/fakenvml/fakenvml.c",  # `gpuwatch demo` compiles it
+}
 # Not copied to the build folder: environments, build output, caches, local databases.
 TOP_LEVEL_SKIP = {".git", ".venv", "build", "dist", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 SKIP_SUFFIXES = (".pyc", ".egg-info", ".db", ".db-wal", ".db-shm")

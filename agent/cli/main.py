@@ -16,6 +16,7 @@ from agent import __version__
 from agent.cli import alerts as alerts_cli
 from agent.cli import breakeven as breakeven_cli
 from agent.cli import cost as cost_cli
+from agent.cli import demo as demo_cli
 from agent.cli import digest as digest_cli
 from agent.cli import focus_import
 from agent.cli import report as report_cli
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     alerts_cli.add_parsers(sub)
     digest_cli.add_parser(sub)
     report_cli.add_parser(sub)
+    demo_cli.add_parser(sub)
 
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -116,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "silence": lambda a: alerts_cli.run_silence(a, _config(a), utc_now()),
         "digest": lambda a: digest_cli.run(a, _config(a), utc_now()),
         "report": lambda a: report_cli.run(a, _config(a), utc_now()),
+        "demo": demo_cli.run,
     }
     try:
         return quietly(lambda: handlers[args.command](args))

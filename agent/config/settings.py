@@ -181,6 +181,7 @@ class Config:
     digest: DigestConfig = field(default_factory=DigestConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
     spool: SpoolConfig = field(default_factory=SpoolConfig)
+    demo: bool = False  # the database is `gpuwatch demo`'s (a daemon refuses the other kind)
     source: str = "built-in defaults"
 
     @property
@@ -269,6 +270,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "digest",
             "fleet",
             "spool",
+            "demo",
         },
     )
     database_url = _database_url(r, top)
@@ -289,6 +291,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         digest=parse_digest(r, top),
         fleet=parse_fleet(r, top),
         spool=parse_spool(r, top, database_url),
+        demo=r.boolean(top, "demo", False),
         source=source,
     )
     if r.problems:

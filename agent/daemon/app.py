@@ -33,6 +33,7 @@ from agent.daemon.leader import Leadership, leadership_for
 from agent.daemon.outage import OutageLog, brief
 from agent.reporting.digest_job import DigestJob, Outcome
 from agent.storage.db import open_database
+from agent.storage.demo_mark import DemoDatabaseError, check_kind
 from agent.storage.rollup import Rollup
 from agent.storage.spool import Spool, SpoolStats
 from agent.storage.store import Store
@@ -134,6 +135,11 @@ class App:
     def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
         """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
         engine = open_database(config.database_url, config.daemon.database_timeout)
+        try:
+            check_kind(engine, config.database_url, config.demo)
+        except DemoDatabaseError:
+            engine.dispose()
+            raise
         fleet = FleetLink.open(config, engine)  # the fleet's work runs on fleet.engine
         chosen = build_collectors(config) if collectors is None else collectors
         placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
@@ -164,13 +170,18 @@ class App:
         agent.daemon.deadline). A round the database cannot take in time goes to the spool, and
         the round is returned (and exposed) either way: an outage must not blind /metrics.
         """
-        round_ = self.runner.run(now)
-        samples = [s for _, s in round_.tagged_samples()]
-        derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
-        round_ = replace(round_, derived=round_.derived + tuple(derived))
+        round_ = self.collect(now)
         self._store(round_, now)
         exposed = self.alert_samples(now) + spool_samples(self.spool.stats(), self.config, now)
         return replace(round_, derived=round_.derived + exposed)
+
+    def collect(self, now: datetime) -> Round:
+        """One round of every collector, with what gpuwatch derives from it (which target uses
+        which GPU, the GPUs' prices): what a tick stores (the demo's history stores it too)."""
+        round_ = self.runner.run(now)
+        samples = [s for _, s in round_.tagged_samples()]
+        derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
+        return replace(round_, derived=round_.derived + tuple(derived))
 
     def _store(self, round_: Round, now: datetime) -> None:
         if not self.spool.empty:

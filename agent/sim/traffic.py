@@ -154,11 +154,17 @@ _SCALARS: dict[str, Callable[[Request], float]] = {
 }
 
 
-def make_request(seq: int, model: str, engine: str) -> Request:
+def make_request(
+    seq: int,
+    model: str,
+    engine: str,
+    profiles: Sequence[Profile] = PROFILES,
+    itl_cycle: Sequence[float] = ITL_CYCLE,
+) -> Request:
     """The ``seq``-th request of the cycle, served by ``model`` on ``engine``."""
-    row = seq % len(PROFILES)
-    p = PROFILES[row]
-    itls = tuple(ITL_CYCLE[(row + j) % len(ITL_CYCLE)] for j in range(p.generation_tokens - 1))
+    row = seq % len(profiles)
+    p = profiles[row]
+    itls = tuple(itl_cycle[(row + j) % len(itl_cycle)] for j in range(p.generation_tokens - 1))
     decode = _us(sum(itls, 0.0))
     inference = _us(p.prefill_time + decode)
     gen = p.generation_tokens
@@ -334,6 +340,8 @@ class Traffic:
 
     ``engines`` is the data-parallel size; engine indexes are the strings "0".."N-1".
     ``clock`` gives the Unix time used for start times (``_created``); inject one for tests.
+    ``profiles`` and ``itl_cycle`` replace the request cycle (the demo's is a plausible chat
+    mix; the default's edge cases are for the tests).
     """
 
     def __init__(
@@ -345,10 +353,13 @@ class Traffic:
         max_model_len: int = 8192,
         hostname: str = "gpu-box-01",
         clock: Callable[[], float] = time.time,
+        profiles: Sequence[Profile] = PROFILES,
+        itl_cycle: Sequence[float] = ITL_CYCLE,
     ) -> None:
-        if not models or engines < 1 or gpus < 0:
-            raise ValueError("need at least one model and one engine")
+        if not models or engines < 1 or gpus < 0 or not profiles or not itl_cycle:
+            raise ValueError("need at least one model, one engine, one profile and one ITL")
         self._lock = threading.RLock()
+        self._profiles, self._itl_cycle = tuple(profiles), tuple(itl_cycle)
         self._models = tuple(models)
         self._engines = tuple(str(i) for i in range(engines))
         self._clock = clock
@@ -387,7 +398,10 @@ class Traffic:
         """Complete the next ``n`` requests of the cycle on ``model`` (default: the first)."""
         name = self._check(model, engine)
         with self._lock:
-            done = tuple(make_request(self._seq + i, name, engine) for i in range(n))
+            done = tuple(
+                make_request(self._seq + i, name, engine, self._profiles, self._itl_cycle)
+                for i in range(n)
+            )
             self._seq += n
             self._requests.extend(done)
         return done

@@ -1,230 +1,44 @@
-"""Build the fake ``libnvidia-ml.so.1`` and write its "hardware" file from Python values.
+"""Build the fake ``libnvidia-ml.so.1`` for the tests and write its "hardware" file.
 
     python -m tests.fakenvml.build OUTDIR      # OUTDIR/libnvidia-ml.so.1 and
                                               # OUTDIR/old-driver/libnvidia-ml.so.1
 
-The config format is documented at the top of ``fakenvml.c``; :class:`FakeNvmlConfig` renders it.
-Values are in NVML's own units (percent, bytes, mW, mJ, MHz), as the driver reports them, so a
-test can check the collector's conversion to base units. ``None`` means "not supported".
+The fake and its helpers live in the package (agent/sim/fakenvml: ``gpuwatch demo`` builds it
+from an installed wheel too); the tests import them from here. The file format is documented
+at the top of ``fakenvml.c``; :class:`FakeNvmlConfig` renders it.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import sysconfig
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-SOURCE = Path(__file__).with_name("fakenvml.c")
-LIB_NAME = "libnvidia-ml.so.1"
-OLD_DRIVER_DIR = "old-driver"
-# The string the fake exports; lets a test tell it from a real driver's library.
-MARKER = b"gpuwatch fake libnvidia-ml"
+from agent.sim.fakenvml.build import (
+    LIB_NAME,
+    MARKER,
+    OLD_DRIVER_DIR,
+    SOURCE,
+    build,
+    build_all,
+    find_header_dir,
+    is_fake,
+)
+from agent.sim.fakenvml.hardware import (
+    FakeGpu,
+    FakeMig,
+    FakeNvmlConfig,
+    FakeProcess,
+    FakeRemap,
+    FakeXid,
+    GiB,
+    write_config,
+)
 
-GiB = 1024**3
-
-
-def find_header_dir() -> Path:
-    """The include folder of nvml.h from PyPI ``nvidia-nvml-dev`` (``nvidia/cu*/include``)."""
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    found = sorted(purelib.glob("nvidia/*/include/nvml.h"))
-    if not found:
-        raise FileNotFoundError(f"nvml.h not found under {purelib}; pip install nvidia-nvml-dev")
-    return found[-1].parent
-
-
-def build(out_dir: Path, *, old_driver: bool = False) -> Path:
-    """Compile the fake into ``out_dir/libnvidia-ml.so.1`` and return that path.
-
-    ``old_driver`` leaves out the newer symbols (see fakenvml.c). The soname matters: pynvml's
-    ``CDLL("libnvidia-ml.so.1")`` reuses an already loaded library only when the sonames match.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / LIB_NAME
-    tmp = out_dir / f".{LIB_NAME}.{os.getpid()}.tmp"
-    command = [
-        os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra",
-        f"-I{find_header_dir()}", f"-Wl,-soname,{LIB_NAME}", "-o", str(tmp), str(SOURCE),
-    ]  # fmt: skip
-    if old_driver:
-        command.insert(1, "-DGPUWATCH_FAKE_OLD_DRIVER")
-    subprocess.run(command, check=True)
-    tmp.replace(target)  # atomic: a process loading the old file never sees half a new one
-    return target
-
-
-def build_all(out_dir: Path) -> tuple[Path, Path]:
-    """The current-driver fake in ``out_dir``, the old-driver one in ``out_dir/old-driver``."""
-    return build(out_dir), build(out_dir / OLD_DRIVER_DIR, old_driver=True)
-
-
-def is_fake(library: Path) -> bool:
-    """True when ``library`` is this fake rather than a real driver's libnvidia-ml."""
-    try:
-        return MARKER in library.read_bytes()
-    except OSError:
-        return False
-
-
-# -- the config file ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FakeMig:
-    """A MIG device in slot ``slot`` of its GPU (nvmlDeviceGetMigDeviceHandleByIndex)."""
-
-    slot: int
-    uuid: str
-    total: int | None = 10 * GiB
-    used: int = 0
-    reserved: int = 0
-    gi: int = 0  # GPU instance id
-    ci: int = 0  # compute instance id
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FakeRemap:
-    """nvmlDeviceGetRemappedRows: rows remapped for correctable and uncorrectable errors, a
-    remap pending (applied at the next GPU reset) and a remap that failed."""
-
-    correctable: int = 0
-    uncorrectable: int = 0
-    pending: bool = False
-    failure: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FakeXid:
-    """An Xid event on GPU ``gpu`` (index), delivered once to each event set registered for
-    it that existed before the event was written (see fakenvml.c)."""
-
-    gpu: int
-    code: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FakeGpu:
-    """One GPU. The defaults are a healthy, idle-ish H100 with MIG disabled."""
-
-    uuid: str
-    name: str = "NVIDIA H100 80GB HBM3"
-    util: int | None = 3  # percent
-    memutil: int | None = 1  # percent
-    total: int | None = 80 * GiB  # bytes
-    used: int = 1 * GiB
-    reserved: int = 0  # v2 memory info reports it apart; v1 counts it as used
-    power_mw: int | None = 65_000
-    limit_mw: int | None = 700_000
-    temp_c: int | None = 34
-    sm_mhz: int | None = 1_980
-    energy_mj: int | None = 123_456_789
-    ecc_corrected: int | None = 0
-    ecc_uncorrected: int | None = 0
-    throttle: int | None = 0x1  # nvmlClocksEventReasonGpuIdle
-    mig_mode: int | None = 0  # None: not MIG-capable
-    mig_max: int | None = None  # the fake defaults to 7 when MIG-capable
-    lost: bool = False
-    bus: str | None = None  # PCI bus id; None: the fake's 00000000:<0x18 + index>:00.0
-    # nvmlDeviceGetRemappedRows; None: not supported (a GPU before Ampere has no row remapper)
-    remapped_rows: FakeRemap | None = None
-    migs: tuple[FakeMig, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FakeProcess:
-    gpu: int
-    pid: int
-    mem: int | None  # bytes; None: NVML_VALUE_NOT_AVAILABLE
-    type: Literal["compute", "graphics", "both"] = "compute"
-    mig: int | None = None  # MIG slot the process runs in
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FakeNvmlConfig:
-    driver: str = "550.54.15"
-    gpus: tuple[FakeGpu, ...] = ()
-    processes: tuple[FakeProcess, ...] = ()
-    missing: tuple[str, ...] = ()  # functions answering NVML_ERROR_FUNCTION_NOT_FOUND
-    fail: Mapping[str, int] = field(default_factory=dict)  # function -> nvmlReturn_t code
-    xids: tuple[FakeXid, ...] = ()  # in the order raised; write one more to raise another
-    # function -> seconds that call blocks before answering (a driver call stuck in the kernel)
-    hang: Mapping[str, int] = field(default_factory=dict)
-
-    def render(self) -> str:
-        lines = [f"driver {_word(self.driver)}"]
-        for index, gpu in enumerate(self.gpus):
-            lines.append(_gpu_line(gpu))
-            lines.extend(_mig_line(index, mig) for mig in gpu.migs)
-        lines.extend(_proc_line(proc) for proc in self.processes)
-        lines.extend(f"missing {_word(fn)}" for fn in self.missing)
-        lines.extend(f"fail {_word(fn)} {int(code)}" for fn, code in self.fail.items())
-        lines.extend(f"xid gpu={int(x.gpu)} code={int(x.code)}" for x in self.xids)
-        lines.extend(f"hang {_word(fn)} {int(seconds)}" for fn, seconds in self.hang.items())
-        return "\n".join(lines) + "\n"
-
-
-def write_config(path: Path, config: FakeNvmlConfig) -> Path:
-    """Write ``config`` to ``path`` atomically (the fake re-reads it on every call)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(config.render(), encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
-def _word(value: str) -> str:
-    if not value or any(c.isspace() or c in '"#=' for c in value):
-        raise ValueError(f"{value!r}: must be one word without quotes, '#' or '='")
-    return value
-
-
-def _quoted(value: str) -> str:
-    if any(c in '"#\n' for c in value):
-        raise ValueError(f"{value!r}: must not contain a quote, '#' or a newline")
-    return f'"{value}"'
-
-
-def _number(value: int | None) -> str:
-    return "-1" if value is None else str(int(value))
-
-
-def _gpu_line(gpu: FakeGpu) -> str:
-    fields = {
-        "util": gpu.util, "memutil": gpu.memutil,
-        "total": gpu.total, "used": gpu.used, "reserved": gpu.reserved,
-        "power": gpu.power_mw, "limit": gpu.limit_mw, "temp": gpu.temp_c, "sm": gpu.sm_mhz,
-        "energy": gpu.energy_mj, "ecc_corrected": gpu.ecc_corrected,
-        "ecc_uncorrected": gpu.ecc_uncorrected, "throttle": gpu.throttle,
-        "migmode": gpu.mig_mode, "migmax": gpu.mig_max, "lost": int(gpu.lost),
-    }  # fmt: skip
-    numbers = " ".join(f"{key}={_number(value)}" for key, value in fields.items())
-    bus = "" if gpu.bus is None else f" bus={_word(gpu.bus)}"
-    return f"gpu uuid={_word(gpu.uuid)} name={_quoted(gpu.name)} {numbers}{bus}{_remap(gpu)}"
-
-
-def _remap(gpu: FakeGpu) -> str:
-    rows = gpu.remapped_rows
-    if rows is None:
-        return ""
-    return (
-        f" remap_corr={int(rows.correctable)} remap_unc={int(rows.uncorrectable)}"
-        f" remap_pending={int(rows.pending)} remap_failure={int(rows.failure)}"
-    )
-
-
-def _mig_line(gpu_index: int, mig: FakeMig) -> str:
-    return (
-        f"mig gpu={gpu_index} idx={mig.slot} uuid={_word(mig.uuid)} total={_number(mig.total)}"
-        f" used={mig.used} reserved={mig.reserved} gi={mig.gi} ci={mig.ci}"
-    )
-
-
-def _proc_line(proc: FakeProcess) -> str:
-    mig = "" if proc.mig is None else f" mig={proc.mig}"
-    return f"proc gpu={proc.gpu} pid={proc.pid} mem={_number(proc.mem)} type={proc.type}{mig}"
+__all__ = [
+    "LIB_NAME", "MARKER", "OLD_DRIVER_DIR", "SOURCE", "FakeGpu", "FakeMig", "FakeNvmlConfig",
+    "FakeProcess", "FakeRemap", "FakeXid", "GiB", "build", "build_all", "find_header_dir",
+    "is_fake", "write_config",
+]  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
