@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, insert, select
 
 from agent.config.settings import Config
 from agent.cost.ledger import Allocation, Observation, Usage, meter
-from agent.cost.ratecard import RateCard
+from agent.cost.ratecard import GpuPrices, RateCard
 from agent.storage.buckets import FINER, floor_to
 from agent.storage.rollup import (
     MINUTE,
@@ -93,10 +93,7 @@ class LedgerMeter:
         count = len(gpus)
         out: dict[UsageKey, Usage] = {}
         for (uuid, index), observations in gpus.items():
-
-            def price_at(at: datetime, uuid: str = uuid, index: str = index) -> Any:
-                return self.rate_card.price(self.host, uuid, index, count, at)
-
+            price_at = GpuPrices(self.rate_card, self.host, uuid, index, count)
             for bucket, usage in meter(
                 observations, MINUTE, max_gap, price_at, self.split_rule
             ).items():

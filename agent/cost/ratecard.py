@@ -7,7 +7,8 @@ months (a month being 730.5 hours, 1/12 of an average year) plus energy at its k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -53,6 +54,35 @@ class RateCard:
         else:
             hourly = Decimal(0)  # energy only
         return GpuPrice(hourly, rate.usd_per_kwh)
+
+
+@dataclass
+class GpuPrices:
+    """:meth:`RateCard.price` of one GPU as a function of time, each answer kept for the
+    stretch it holds: which rates match changes only at a rate's ``valid_from`` or
+    ``valid_to``, so between two such bounds the price is one. The ledger asks for the price
+    at both ends of every slice of every interval (a month of minutes is ~200 k asks a GPU);
+    each is then a bisection and a dict look-up, not a walk over the rates."""
+
+    card: RateCard
+    host: str
+    gpu_uuid: str
+    gpu_index: str
+    gpus_on_host: int
+    _bounds: list[datetime] = field(init=False)
+    _known: dict[int, GpuPrice | None] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        edges = {at for r in self.card.rates for at in (r.valid_from, r.valid_to) if at}
+        self._bounds = sorted(edges)
+
+    def __call__(self, at: datetime) -> GpuPrice | None:
+        stretch = bisect_right(self._bounds, at)
+        if stretch not in self._known:
+            self._known[stretch] = self.card.price(
+                self.host, self.gpu_uuid, self.gpu_index, self.gpus_on_host, at
+            )
+        return self._known[stretch]
 
 
 def _matches(rate: Rate, host: str, uuid: str, index: str, at: datetime) -> bool:
