@@ -4,9 +4,9 @@ The first host of the demo fleet comes alive: its engines are the simulator's HT
 127.0.0.1 (agent.sim.server), its GPUs the fake NVML, and a feeder thread moves both with the
 scenario's load on the wall clock. The daemon is `gpuwatch run`'s own
 (:class:`agent.daemon.service.Daemon`) on the host's demo configuration, until SIGTERM or
-SIGINT. The live engines serve a trickle (a few request cycles a minute) and restart every
-couple of hours: the simulator recounts every request on each render, so its bodies grow with
-the requests served.
+SIGINT. The live engines serve a request cycle every few seconds at full load (enough for a
+dashboard's one-minute rates to move) and restart every twenty minutes or more: the simulator
+recounts every request on each render, so its bodies grow with the requests served.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from agent.sim.traffic import Traffic
 log = logging.getLogger(__name__)
 
 FEED_SECONDS = 2.0
-LIVE_CYCLES_PER_MINUTE = 2.0  # at full load, per target (see the module's docstring)
-# A live engine restarts after this many cycles (about two hours at full load), so that its
+LIVE_CYCLES_PER_MINUTE = 12.0  # at full load, per target (see the module's docstring)
+# A live engine restarts after this many cycles (twenty minutes at full load), so that its
 # body, which the simulator recounts on every scrape, stays well within the scrape timeout.
 LIVE_MAX_CYCLES = 240
 

@@ -1,46 +1,35 @@
-"""A live gpuwatch daemon with a little history, for Prometheus to scrape: one context manager.
+"""The live demo, for Prometheus to scrape: one context manager.
 
-`live_daemon` starts the real `gpuwatch run` (a subprocess, as systemd runs it) over the fake
-NVML with three GPUs and two engine simulators on loopback (vLLM 0.33 and SGLang 0.5, one model
-each, requests completing and gauges moving all the time), and yields its /metrics URL.
-
-The cost series (cost per million tokens, idle and metered spend, budget use) come from the
-minute job's rollups, which a fresh daemon only has after minutes. So before the daemon starts,
-the same database is filled through the real App: six minutes of 20 s ticks at injected past
-instants, each one scraping the same simulators (advanced between ticks) and the fake NVML, then
-the minute job as the daemon runs it. The daemon's own first minute job, at start, then finds
-complete minutes and publishes every cost series on its first /metrics.
-
-GPU 2 is billed, unallocated and 2 % busy: GpuIdle is pending from the first history tick, so
-``gpuwatch_alerts`` has a series. `gpuwatch demo --live` can replace all of this once merged;
-test_dashboard.py needs of any live daemon: cost series on its first scrapes, engines whose
-histograms move every few seconds, a budget, and a billed GPU under 5 % busy (no target on it).
+`live_daemon` runs `gpuwatch demo --live` as users do (the console script of this environment,
+a subprocess): a day of the demo fleet's history first (so the cost series are on its first
+/metrics), then the real daemon of the demo's first host against live engine simulators on
+loopback and the fake NVML, ticking every second, /metrics on an ephemeral port that it prints.
+What test_dashboard.py needs of it is there: cost series at once, engine histograms that move
+every few seconds, a budget, and a billed GPU nobody uses (the demo's spare H100, so GpuIdle
+has a series in ``gpuwatch_alerts``).
 """
 
 from __future__ import annotations
 
-import threading
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 
-import pytest
+import httpx
 
-from agent.collect.clock import utc_now
-from agent.config.settings import load_config
-from agent.daemon.app import App
-from agent.sim import EngineServer, Traffic
-from agent.storage.db import upgrade_database
-from tests.agent.daemon_harness import free_port, start_daemon
-from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, GiB, write_config
+from agent.demo.scenario import HOSTS
 
-HOST = "live-box"
-MODELS = {"vllm-0.33": "llama-3.1-8b", "sglang-0.5": "qwen2.5-7b"}
-HISTORY = timedelta(minutes=6)
-HISTORY_STEP = timedelta(seconds=20)  # the history's own tick interval (its config says so)
-LIVE_STEP = 0.25  # seconds between simulated completions once the daemon runs
+SERVING = re.compile(
+    r"^gpuwatch demo --live: serving /metrics at (http://127\.0\.0\.1:\d+/metrics)"
+)
+START_SECONDS = 120.0  # the day's history (~10 s here) and the daemon's start, on a busy CI box
 
 
 @dataclass(frozen=True)
@@ -50,109 +39,52 @@ class LiveDaemon:
     models: tuple[str, ...]
 
 
-def hardware() -> FakeNvmlConfig:
-    """GPU 0 serves vLLM, GPU 1 SGLang, GPU 2 is paid for and idle."""
-    gpus = tuple(
-        FakeGpu(uuid=f"GPU-{i:08x}-live-0000-0000-000000000000", util=util, memutil=util // 2,
-                used=used * GiB, temp_c=40 + util // 3, throttle=0x0)
-        for i, (util, used) in enumerate(((71, 60), (46, 52), (2, 1)))
-    )  # fmt: skip
-    # No process list: each target's `gpus` then claims its whole GPU (agent.cost.allocation).
-    return FakeNvmlConfig(gpus=gpus)
-
-
-def config_text(db: Path, listen: str, urls: dict[str, str], interval: float) -> str:
-    targets = "".join(
-        f'[[targets]]\nname = "{version.split("-")[0]}"\nurl = "{url}"\ngpus = [{i}]\n\n'
-        for i, (version, url) in enumerate(urls.items())
-    )
-    return (
-        f'host = "{HOST}"\ndatabase_url = "sqlite:///{db}"\n\n'
-        f'[daemon]\ninterval_seconds = {interval:g}\nmetrics_listen = "{listen}"\n\n'
-        '[[rates]]\ngpu = "*"\nusd_per_hour = 2.72\n\n[budget]\nmonthly_usd = 5000\n\n' + targets
-    )
-
-
-class Simulators:
-    """The two engines on loopback, and the traffic that moves while they run."""
-
-    def __init__(self) -> None:
-        self.traffic = {v: Traffic(models=(m,)) for v, m in MODELS.items()}
-        self.servers = {v: EngineServer(v, t).start() for v, t in self.traffic.items()}
-        self._step = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def urls(self) -> dict[str, str]:
-        return {v: s.url for v, s in self.servers.items()}
-
-    def step(self) -> None:
-        """A couple of requests completed per engine, queue and KV cache moving."""
-        self._step += 1
-        n = self._step
-        for traffic in self.traffic.values():
-            traffic.serve(2)
-            traffic.set_gauges(running=3 + n % 5, waiting=n % 7, kv_usage=0.4 + (n % 10) / 20)
-
-    def _run(self) -> None:
-        while not self._stop.wait(LIVE_STEP):
-            self.step()
-
-    def start_moving(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        for server in self.servers.values():
-            server.stop()
-
-
-def fill_history(config_path: Path, sims: Simulators, end: datetime) -> None:
-    """The last ``HISTORY`` of a box ticking every 20 s, through the real App, then its
-    minute job at ``end``: the rollups and cost ledger a running daemon would have."""
-    app = App.open(load_config(str(config_path), {}))
-    try:
-        at = end - HISTORY
-        while at <= end:
-            sims.step()
-            app.tick(at)
-            at += HISTORY_STEP
-        app.check_leadership(end)
-        app.roll_up(end)
-    finally:
-        app.close()
-
-
 @contextmanager
-def live_daemon(work: Path, fake_nvml_dir: Path) -> Iterator[LiveDaemon]:
-    """The running daemon's /metrics, with cost series from its first minute job on."""
+def live_daemon(work: Path, fake_nvml_dir: Path | None = None) -> Iterator[LiveDaemon]:
+    """`gpuwatch demo --live` until the block ends; its /metrics once the cost series are on
+    it. ``fake_nvml_dir`` is not needed: the demo builds its own fake NVML library."""
     work.mkdir(parents=True, exist_ok=True)
-    state = work / "state"
-    state.mkdir(mode=0o700, exist_ok=True)
-    db = state / "gpuwatch.db"
-    nvml = write_config(work / "hardware.txt", hardware())
-    sims = Simulators()
-    daemon = None
-    try:
-        history = work / "history.toml"
-        history.write_text(config_text(db, "", sims.urls, HISTORY_STEP.total_seconds()))
-        upgrade_database(f"sqlite:///{db}")
-        with pytest.MonkeyPatch.context() as mp:  # the in-process App reads the same hardware
-            mp.setenv("FAKE_NVML_CONFIG", str(nvml))
-            fill_history(history, sims, utc_now() - timedelta(seconds=1))
-        sims.start_moving()
-        port = free_port()
-        config = work / "gpuwatch.toml"
-        config.write_text(config_text(db, f"127.0.0.1:{port}", sims.urls, 1))
-        env = {"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_CONFIG": str(nvml),
-               "HOME": str(work), "STATE_DIRECTORY": str(state)}  # fmt: skip
-        daemon = start_daemon(config, work, port, env)
-        daemon.wait_for_metric("gpuwatch_cost_per_million_tokens_usd{", timeout=60)
-        yield LiveDaemon(f"http://127.0.0.1:{port}/metrics", HOST, tuple(MODELS.values()))
-    finally:
-        if daemon is not None:
-            daemon.kill()
-        sims.stop()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUWATCH_", "FAKE_NVML"))}
+    gpuwatch = Path(sys.executable).parent / "gpuwatch"
+    command = [str(gpuwatch), "demo", "--days", "1", "--live", "--metrics-port", "0",
+               "--interval", "1", "--state-dir", str(work / "demo")]  # fmt: skip
+    log = work / "demo.log"
+    with (
+        log.open("w") as err,
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=err, text=True) as proc,
+    ):
+        try:
+            url = _serving_url(proc, log)
+            _wait_for(url, "gpuwatch_cost_per_million_tokens_usd{", log)
+            host = HOSTS[0]
+            yield LiveDaemon(url, host.name, tuple(sorted(t.model for t in host.targets)))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _serving_url(proc: subprocess.Popen[str], log: Path) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + START_SECONDS
+    for line in proc.stdout:  # the demo prints its progress, then this line once it listens
+        if match := SERVING.match(line):
+            return match.group(1)
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"`gpuwatch demo --live` never said where it serves; its log:\n"
+                         f"{log.read_text()}")  # fmt: skip
+
+
+def _wait_for(url: str, needle: str, log: Path) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if needle in httpx.get(url, timeout=5).text:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{needle!r} never appeared on {url}; the demo's log:\n{log.read_text()}")
