@@ -23,9 +23,11 @@ DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 PACKAGE_FILES := $(shell find agent collectors alerts migrations -not -path '*/__pycache__*')
 FAKENVML := build/fakenvml/libnvidia-ml.so.1
-# pytest-xdist workers: one per core. A test file stays on one worker (--dist loadfile), so the
-# tests of a file never race each other for a port or a build folder.
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+# pytest-xdist workers: one more than the cores, because many tests spend seconds waiting on a
+# daemon, a server or PostgreSQL they started, and a waiting worker leaves its core idle. A test
+# file stays on one worker (--dist loadfile), so the tests of a file never race each other for a
+# port or a build folder.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 
 .PHONY: venv run demo test test-faults test-systemd test-demo check lint typecheck bench prometheus-tools clean
 
