@@ -4,6 +4,7 @@ spool, and once the server is back every round is in it exactly once (docs/fault
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -95,13 +96,20 @@ def stored_ticks(server: OwnPostgres) -> list[datetime]:
         engine.dispose()
 
 
+SKIP_LINES = (r"(\d+) tick\(s\) skipped", r"(\d+) skipped in that stretch")
+
+
 def assert_every_tick_once(server: OwnPostgres, daemon: RunningDaemon) -> None:
     ticks = stored_ticks(server)
     assert len(ticks) == len(set(ticks)), "a round was stored twice"
     gaps = [(b - a).total_seconds() for a, b in zip(ticks, ticks[1:], strict=False)]
-    # 1 s ticks: one skipped by the scheduler (the tick that met the outage waited its
-    # deadline) is the most a gap may be; a lost round would leave a longer one.
-    assert max(gaps) <= 2.5, (max(gaps), daemon.log())
+    # 1 s ticks: a gap is ticks that did not run, or rounds lost. The scheduler skips a tick
+    # while the previous one still runs (the tick that met the outage waited its deadline; a
+    # busy machine) and logs each skip; a lost round is a gap that no skip explains.
+    missing = sum(round(gap) - 1 for gap in gaps if gap > 1.5)
+    log = daemon.log()  # a stretch's first skip is logged at once, its total when it ends
+    skipped = max(sum(int(n) for n in re.findall(pattern, log)) for pattern in SKIP_LINES)
+    assert missing <= max(skipped, 1), (missing, skipped, max(gaps), daemon.log())
     utilisation = server.count(
         "SELECT count(*) FROM samples JOIN series ON series.id = samples.series_id "
         f"WHERE series.metric = '{UTIL}'"
