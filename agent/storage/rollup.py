@@ -316,11 +316,12 @@ class Rollup:
         last = self._last_tick(conn)
         if last is None:
             return Provisional(None, clip)
+        low, high = clip
         start = self._watermark(conn, "minute") or self._first_sample(conn)
-        end = bucket_of(last, MINUTE) + timedelta(seconds=MINUTE)
+        end = min(bucket_of(last, MINUTE), bucket_of(high, MINUTE)) + timedelta(seconds=MINUTE)
+        # Only what the window reaches: a past week's digest rolls nothing up.
         if start is not None and end > start:
             self._minute_rows(conn, max(start, end - MAX_SPAN), end, None)
-        low, high = clip
         cut_low, cut_high = bucket_of(low, MINUTE), bucket_of(high, MINUTE)
         if cut_low < low and self._minute_rows(conn, cut_low, cut_low + ONE_MINUTE, clip):
             low = cut_low
