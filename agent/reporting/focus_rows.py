@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 
 from agent.config.export import DEFAULT_PROVIDER, FocusExportConfig
 from agent.reporting.focus_charges import Charge
@@ -135,6 +136,7 @@ def unit_price(cost: Decimal, seconds: float) -> str | None:
     return _plain((cost * _HOUR_SECONDS / exact).quantize(_PRICE))
 
 
+@lru_cache(maxsize=1024)  # every GPU's row of an hour repeats its hour and its month
 def instant(at: datetime) -> str:
     """FOCUS date-time: UTC, ISO 8601 with a Z."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

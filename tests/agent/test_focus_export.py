@@ -30,7 +30,7 @@ from agent.cost.provisional import reading
 from agent.cost.ratecard import RateCard
 from agent.cost.summarize import summarize_on
 from agent.reporting.focus_charges import Charge
-from agent.reporting.focus_rows import COLUMNS_1_0, Naming, as_csv_values, row
+from agent.reporting.focus_rows import COLUMNS_1_0, VERSIONS, Naming, as_csv_values, row
 from agent.storage.db import open_database, upgrade_database
 from collectors.base import Sample
 from tests.agent.focus_validator import Verdict, find_validator
@@ -372,6 +372,7 @@ def test_the_validator_catches_what_a_broken_export_would_get_wrong(tmp_path: Pa
 
 
 def test_the_command_line_takes_the_period_flags_of_report() -> None:
+    assert export_cli.VERSIONS == VERSIONS  # the parser's choices, kept apart for a fast start
     args = build_parser().parse_args(["export", "focus", "--month", "2026-10"])
     assert isinstance(args, argparse.Namespace)
     assert (args.month, args.granularity, args.focus_version, args.output) == (
