@@ -217,6 +217,15 @@ def test_a_day_granularity_sums_the_hours(metered: Metered, tmp_path: Path) -> N
     assert json.loads(daily[0]["Tags"])["gpuwatch/model"] == "llama,mistral"
 
 
+def test_the_default_period_is_this_month_to_the_minute(metered: Metered, tmp_path: Path) -> None:
+    rows = export(metered, tmp_path / "mtd.csv", now=T + timedelta(hours=1, minutes=30, seconds=5))
+    gpu0 = [r for r in rows if r["ResourceId"] == GPU0]
+    assert [(r["ChargePeriodStart"][11:16], r["ChargePeriodEnd"][11:16]) for r in gpu0] == [
+        ("12:00", "13:00"), ("13:00", "13:30")]  # fmt: skip
+    assert gpu0[1]["ConsumedQuantity"] == "0.500000000"
+    assert gpu0[1]["BilledCost"] == "1.800000000000"
+
+
 def test_reimporting_the_export_elsewhere_reproduces_the_metered_total(
     metered: Metered,
     other_db_url: str,
