@@ -43,6 +43,7 @@ GPU2 = "GPU-00000000-0000-0000-0000-00000000cccc"  # no rate covers it
 T = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)  # --last-month: November 2026
 GiB = 2.0**30
+STEP = 30  # seconds between ticks
 
 
 def rates_toml(change: datetime) -> str:
@@ -57,7 +58,7 @@ def write_config(path: Path, db_url: str, extra: str = "", zone: str = "UTC") ->
     change = T + timedelta(hours=1, minutes=30)
     path.write_text(
         f'host = "box"\ndatabase_url = "{db_url}"\ntimezone = "{zone}"\n'
-        f"[daemon]\ninterval_seconds = 10\n{rates_toml(change)}{extra}"
+        f"[daemon]\ninterval_seconds = {STEP}\n{rates_toml(change)}{extra}"
     )
     return path
 
@@ -77,9 +78,9 @@ class NamedGpu(Gpu):
 
 
 def meter(db: Engine, config: Config, start: datetime, ticks: int) -> None:
-    """10 s ticks from ``start``: GPU 0 shared 3:1 by targets a and b (a serves llama, then
-    mistral from tick 400 on), GPU 1 used by c (qwen), GPU 2 by nobody and priced by no rate;
-    then the rollup job prices them at the configured rates."""
+    """Ticks every STEP seconds from ``start``: GPU 0 shared 3:1 by targets a and b (a serves
+    llama, then mistral from 67 minutes on), GPU 1 used by c (qwen), GPU 2 by nobody and priced
+    by no rate; then the rollup job prices them at the configured rates."""
     gpus = [
         NamedGpu(uuid=GPU0, index="0", name="nvml0", memory={"a": 3 * GiB, "b": 1 * GiB}),
         NamedGpu(uuid=GPU1, index="1", name="nvml1", memory={"c": 2 * GiB}, product="NVIDIA L4"),
@@ -88,14 +89,14 @@ def meter(db: Engine, config: Config, start: datetime, ticks: int) -> None:
     a, c = EngineScrape("a"), EngineScrape("c")
     box = Box(db, [*gpus, a, c])
     for i in range(ticks):
-        a.tokens = {"llama": 10.0 * i} if i < 400 else {"mistral": 10.0 * (i - 400)}
+        a.tokens = {"llama": 10.0 * i} if i * STEP < 4020 else {"mistral": 10.0 * i}
         c.tokens = {"qwen": 5.0 * i}
         for g in gpus:
             g.utilization = 0.5
             g.energy = 1000.0 + 50.0 * i
-        box.tick(start + timedelta(seconds=10 * i))
-    end = start + timedelta(seconds=10 * ticks + 600)
-    metered_rollup(db, "box", RateCard(config.rates), interval_seconds=10).run(end)
+        box.tick(start + timedelta(seconds=STEP * i))
+    end = start + timedelta(seconds=STEP * ticks + 600)
+    metered_rollup(db, "box", RateCard(config.rates), interval_seconds=STEP).run(end)
 
 
 @dataclass
@@ -112,7 +113,7 @@ def metered(db_url: str, tmp_path: Path) -> Iterator[Metered]:
     path = write_config(tmp_path / "gpuwatch.toml", db_url)
     config = load_config(str(path), {})
     engine = open_database(db_url)
-    meter(engine, config, T, 800)
+    meter(engine, config, T, 267)  # to 14:13:00
     yield Metered(config, path, engine)
     engine.dispose()
 
@@ -175,12 +176,12 @@ def test_rows_are_gpu_hours_at_the_rate_card_with_the_models_served_in_each_hour
     assert got == [(gpu, *h) for h in hours for gpu in (GPU0, GPU1)]
     by = {(r["ResourceId"], r["ChargePeriodStart"][11:13]): r for r in rows}
     first, second, last = by[(GPU0, "12")], by[(GPU0, "13")], by[(GPU0, "14")]
-    # Ticks from 12:00:00 to 14:13:10: the last hour is 790 s.
+    # Ticks from 12:00:00 to 14:13:00: the last hour is 780 s.
     assert [r["ConsumedQuantity"] for r in (first, second, last)] == [
-        "1.000000000", "1.000000000", "0.219444444"]  # fmt: skip
-    assert last["BilledCost"] == "0.790000000000"  # 790 s at $3.60/h, to the digit
+        "1.000000000", "1.000000000", "0.216666667"]  # fmt: skip
+    assert last["BilledCost"] == "0.780000000000"  # 780 s at $3.60/h, to the digit
     assert last["ListUnitPrice"] == last["ContractedUnitPrice"] == "3.600000"
-    assert {last[c] for c in ("ListCost", "EffectiveCost", "ContractedCost")} == {"0.790000000000"}
+    assert {last[c] for c in ("ListCost", "EffectiveCost", "ContractedCost")} == {"0.780000000000"}
     # GPU 1's price went from $2.72 to $3.00 at 13:30: that hour's unit price is the average.
     assert by[(GPU1, "13")]["ListUnitPrice"] == "2.860000"
     assert json.loads(first["Tags"]) == {
@@ -189,7 +190,7 @@ def test_rows_are_gpu_hours_at_the_rate_card_with_the_models_served_in_each_hour
         "gpuwatch/target": "a,b",
         "gpuwatch/model": "llama",
     }
-    assert json.loads(second["Tags"])["gpuwatch/model"] == "llama,mistral"  # switched at 13:06
+    assert json.loads(second["Tags"])["gpuwatch/model"] == "llama,mistral"  # switched at 13:07
     assert json.loads(last["Tags"])["gpuwatch/model"] == "mistral"
     assert json.loads(by[(GPU1, "14")]["Tags"])["gpuwatch/model"] == "qwen"
     assert (first["SkuId"], by[(GPU1, "12")]["SkuId"]) == ("NVIDIA H100 80GB HBM3", "NVIDIA L4")
@@ -278,7 +279,7 @@ def test_a_month_in_a_zone_off_the_hour_cuts_charges_at_its_start(
     config = load_config(str(path), {})
     engine = open_database(db_url)
     start = datetime(2026, 11, 30, 17, 50, tzinfo=UTC)
-    meter(engine, config, start, 480)  # to 19:09:50
+    meter(engine, config, start, 160)  # to 19:09:30
     m = Metered(config, path, engine)
     flags = ("--from", "2026-11-30", "--to", "2026-12-02")
     try:
@@ -297,7 +298,7 @@ def test_a_month_in_a_zone_off_the_hour_cuts_charges_at_its_start(
         ("18:30", "19:00", december), ("19:00", "20:00", december),
     ]  # fmt: skip
     seconds = [round(Decimal(r["ConsumedQuantity"]) * 3600, 3) for r in rows]
-    assert seconds == [600, 1800, 1800, 590]  # ticks from 17:50:00 to 19:09:50
+    assert seconds == [600, 1800, 1800, 570]  # ticks from 17:50:00 to 19:09:30
     assert [r["ChargePeriodStart"][11:16] for r in daily if r["ResourceId"] == GPU0] == [
         "00:00", "18:30"]  # fmt: skip
     assert total(daily) == metered_usd
