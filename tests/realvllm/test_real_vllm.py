@@ -18,6 +18,7 @@ import subprocess
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,9 +64,6 @@ class Engine:
         self.abandoned_generated = 0.0  # generation tokens the abandoned streams cost
         self.abandoned_prompt = 0.0
         self.completed_before_restart = 0
-
-    def raw(self) -> promtext.Raw:
-        return promtext.parse(self.server.metrics())
 
     def quiet(self, timeout: float = 120.0) -> str:
         """Polls /metrics until nothing runs or waits, every completed request is counted
@@ -117,8 +115,8 @@ class Engine:
             workload.reject(base, ledger, TOO_LONG)
 
 
-def _samples(collected: list[dict[str, object]]) -> list[tuple[str, dict[str, str], float]]:
-    return [(str(s["metric"]), dict(s["labels"]), float(s["value"])) for s in collected]  # type: ignore[call-overload, arg-type]
+def _samples(collected: list[dict[str, Any]]) -> list[tuple[str, dict[str, str], float]]:
+    return [(s["metric"], s["labels"], float(s["value"])) for s in collected]
 
 
 def _check_mapping(engine: Engine, watch: Watch, when: str, problems: list[str]) -> str:
@@ -126,11 +124,10 @@ def _check_mapping(engine: Engine, watch: Watch, when: str, problems: list[str])
     no request in between; every canonical sample must equal its raw family."""
     text = engine.quiet()
     ours = mapping.ours_of(_samples(watch.collect_once()), MODEL_NAME)
-    after = engine.server.metrics()
-    moved = [k for k, v in promtext.parse(after).items()
-             if k[0].startswith("vllm:") and promtext.parse(text).get(k) != v]  # fmt: skip
+    raw, after = promtext.parse(text), promtext.parse(engine.server.metrics())
+    moved = [k for k, v in after.items() if k[0].startswith("vllm:") and raw.get(k) != v]
     assert not moved, f"the exposition moved while quiet: {moved}"
-    problems += [f"{when}: {line}" for line in mapping.mismatches(promtext.parse(text), ours)]
+    problems += [f"{when}: {line}" for line in mapping.mismatches(raw, ours)]
     return text
 
 
@@ -276,12 +273,15 @@ def _same(ours: object, want: object) -> bool:
     if isinstance(want, str):
         return ours == want
     number = _number(ours)
-    return number is not None and number == float(want)  # type: ignore[arg-type]
+    return number is not None and number == _number(want)
 
 
-def _number(value: object) -> float | None:
+def _number(value: Any) -> float | None:
+    """A JSON figure as a number: counts are numbers, money is a decimal string."""
+    if value is None or isinstance(value, bool):
+        return None
     try:
-        return None if value is None or isinstance(value, bool) else float(value)  # type: ignore[arg-type]
+        return float(value)
     except (TypeError, ValueError):
         return None
 
