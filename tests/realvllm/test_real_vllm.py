@@ -232,40 +232,35 @@ def test_useful_tokens_latency_and_every_signal_match_a_real_vllm(
     assert engine.abandoned_generated > 0 and ledger.abandoned == 3 and ledger.rejected == [400]
 
     # gpuwatch's figures over the whole run, across the restart.
+    truth: dict[str, Any] = {
+        "useful_tokens": useful,
+        "output_tokens": useful,  # useful output: what completed requests generated
+        "generated_tokens": generated,
+        "abandoned_tokens": engine.abandoned_generated,
+        "useful_tokens_source": "completed_requests",
+    }
     (model,) = [m for m in cost["models"] if m["name"] == MODEL_NAME]
-    problems += _figures("cost --json", model, useful, completed, engine.abandoned_generated,
-                         generated)  # fmt: skip
+    problems += _figures("cost --json", model, {**truth, "requests_completed": completed}, 1e-6)
     (row,) = [m for m in report["models"] if m["model"] == MODEL_NAME]
-    problems += _figures("report --format json", row, useful, completed,
-                         engine.abandoned_generated, generated)  # fmt: skip
+    problems += _figures("report --format json", row, {**truth, "requests": completed}, 0.01)
     problems += _latencies(row, idle_raw, raws)
     print(f"  test s: {time.monotonic() - t0:.1f}")
     assert not problems, "\n".join(problems)
 
 
-def _figures(
-    where: str,
-    m: dict[str, object],
-    useful: int,
-    completed: int,
-    abandoned: float,
-    generated: float,
-) -> list[str]:
+def _figures(where: str, m: dict[str, Any], want: dict[str, Any], cents: float) -> list[str]:
     """Useful output tokens and completed requests from the per-request histograms, and the
-    abandoned work beside them (issue 16's contract for `cost` and `report`)."""
-    want = {
-        "useful_tokens": useful,
-        "requests_completed": completed,
-        "abandoned_tokens": abandoned,
-        "output_tokens": generated,
-        "useful_tokens_source": "completed_requests",
-    }
+    abandoned work beside them, in tokens and in dollars: the cost's share in proportion to
+    the output tokens generated (issue 16). ``cents``: how the figure rounds money."""
     out = [f"{where}: {k} = {m.get(k, 'absent')!r}, want {v!r}" for k, v in want.items()
            if not _same(m.get(k), v)]  # fmt: skip
     cost, wasted = _number(m.get("cost_usd")), _number(m.get("abandoned_cost_usd"))
-    if wasted is None or cost is None or not 0 < wasted < cost:
-        out.append(f"{where}: abandoned_cost_usd {m.get('abandoned_cost_usd')!r} not within"
-                   f" (0, cost_usd {m.get('cost_usd')!r})")  # fmt: skip
+    share = None if cost is None else cost * want["abandoned_tokens"] / want["generated_tokens"]
+    if wasted is None or share is None or abs(wasted - share) > cents:
+        out.append(
+            f"{where}: abandoned_cost_usd {m.get('abandoned_cost_usd')!r}, want cost_usd"
+            f" {m.get('cost_usd')!r} x abandoned / generated tokens = {share!r}"
+        )
     return out
 
 
