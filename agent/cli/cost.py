@@ -11,12 +11,12 @@ from agent.cli import focus_import
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
-from collectors.base import GpuwatchError
 from collectors.printable import printable
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
     from agent.cost.billing import Reconciliation
+    from agent.cost.measured import Measured
     from agent.cost.summarize import Line, Summary
 
 
@@ -125,29 +125,12 @@ def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
 
 
 def measured_workload(config: Config, window: str, now: datetime | None = None) -> Workload:
-    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day."""
-    from agent.cost.summarize import summarize
-    from agent.storage.db import open_database
+    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day
+    of observed time (agent.cost.measured)."""
+    return measure_window(config, window, now or datetime.now(UTC)).workload
 
-    now = now or datetime.now(UTC)
-    seconds = parse_duration(window)
-    start, end = _minute(now - timedelta(seconds=seconds)), _minute(now)
-    engine = open_database(config.database_url)
-    try:
-        s = summarize(engine, start, end, useful=config.cost.useful_tokens)
-    finally:
-        engine.dispose()
-    if s.requests_finished <= 0:
-        raise GpuwatchError(
-            f"no finished requests stored over the last {window}: give --requests-per-day and "
-            "--gpu-seconds-per-request, or let gpuwatch collect first"
-        )
-    days = Decimal(repr(seconds / 86400))
-    requests = Decimal(repr(s.requests_finished))
-    busy = Decimal(repr(s.allocated_busy_seconds))
-    tokens = Decimal(repr(s.fleet.output_tokens))
-    return Workload(
-        requests_per_day=requests / days,
-        gpu_seconds_per_request=busy / requests,
-        tokens_per_request=tokens / requests if tokens else None,
-    )
+
+def measure_window(config: Config, window: str, now: datetime) -> Measured:
+    from agent.cost.measured import measure
+
+    return measure(config, parse_duration(window), now, window)
