@@ -28,8 +28,8 @@ def model_observed_hours(f: Figures) -> dict[str, float]:
     }
     shares = model_shares(f.target_totals(), f.all_tokens, f.rule)
     out: dict[str, float] = defaultdict(float)
-    for target, by_model in shares.items():
-        seen = max((observed.get(g, 0.0) for g in gpus_of.get(target, set())), default=0.0)
+    for key, by_model in shares.items():
+        seen = max((observed.get(g, 0.0) for g in gpus_of.get(key, set())), default=0.0)
         for model, share in by_model.items():
             if share > 0:
                 out[model] = max(out[model], seen)
