@@ -186,6 +186,7 @@ def _budget(report: Report) -> str:
     return (
         f"{usd(budget.spent_usd)} of {usd(budget.monthly_usd)}{used}, "
         f"month-end forecast {usd(budget.forecast_usd)}"
+        + (f" {budget.forecast_basis}" if budget.forecast_basis else "")
     )
 
 

@@ -32,7 +32,16 @@ from datetime import datetime
 from decimal import Decimal
 
 from agent.config.settings import Config
-from agent.cost.breakeven import Breakeven, Prices, Workload, compare, percent, usd
+from agent.cost.breakeven import (
+    OPTIONS,
+    Breakeven,
+    Prices,
+    Workload,
+    compare,
+    figure,
+    percent,
+    usd,
+)
 from agent.cost.breakeven import hours as observed_text
 from agent.cost.measured import withheld_reason
 from agent.reporting.figures import HOUR, Figures, Share
@@ -132,11 +141,10 @@ def _deployment_advice(f: Figures, config: Config, least: float) -> list[Recomme
         result = compare(_workload(m, seen_hours / 24), prices, pods=1)
         best = result.cheapest
         measured = (
-            f"Measured over {observed_text(seen)} observed: "
-            f"{m.tokens.requests:,.0f} requests, {m.busy / HOUR:,.1f} busy GPU-hours, "
-            f"{m.tokens.output:,.0f} output tokens; the pod is what the model's GPUs cost, "
-            f"{usd(prices.pod_usd_per_hour)}/h."
+            f"Measured over {observed_text(seen)} observed: {m.tokens.requests:,.0f} requests, "
+            f"{m.busy / HOUR:,.1f} busy GPU-hours, {m.tokens.output:,.0f} output tokens"
         )
+        pod = f"what the model's GPUs cost, {usd(prices.pod_usd_per_hour)}/h"
         prices_text = (
             f" Prices compared: serverless {usd(SERVERLESS_USD_PER_HOUR)} per GPU-hour (a typical "
             f"serverless A100 80GB, billed only while it runs), API {_rate(api)} per million "
@@ -145,9 +153,10 @@ def _deployment_advice(f: Figures, config: Config, least: float) -> list[Recomme
         reason = withheld_reason(seen, least)
         saving = None
         if reason is not None:
-            detail = f"{_over_observed(result, seen_hours)} {measured}{prices_text} {_cap(reason)}."
+            spent = _over_observed(result, seen_hours, pod)
+            detail = f"{measured}. {spent}{prices_text} {_cap(reason)}."
         else:
-            detail = f"{result.recommendation}. {measured}{prices_text}"
+            detail = f"{result.recommendation}. {measured}; the pod is {pod}.{prices_text}"
             if best != "pod":
                 cheapest = result.usd_per_day(best) or result.pod_usd_per_day
                 saving = (result.pod_usd_per_day - cheapest) * HOURS_PER_MONTH / 24
@@ -156,16 +165,20 @@ def _deployment_advice(f: Figures, config: Config, least: float) -> list[Recomme
     return out
 
 
-def _over_observed(result: Breakeven, seen_hours: Decimal) -> str:
-    """The three options' cost over the observed time itself (no scaling to a day)."""
+def _over_observed(result: Breakeven, seen_hours: Decimal, pod: str) -> str:
+    """What the observed time itself cost on each option (no scaling to a day)."""
     scale = seen_hours / 24
-    options = [
-        (name, cost * scale)
-        for name in ("pod", "serverless", "api")
-        if (cost := result.usd_per_day(name)) is not None
-    ]
-    listed = ", ".join(f"{_LABEL[name]} {usd(cost)}" for name, cost in options)
-    return f"Over the {observed_text(seen_hours)} observed: {listed}."
+    cost = {name: day * scale for name in OPTIONS if (day := result.usd_per_day(name)) is not None}
+    others = [f"{_LABEL[name]} {_money(cost[name])}" for name in cost if name != "pod"]
+    return (
+        f"Over that time the pod ({pod}) cost {_money(cost['pod'])}; it would have cost "
+        f"{' and '.join(others)}."
+    )
+
+
+def _money(amount: Decimal) -> str:
+    """Dollars for people; under a cent, three significant digits rather than "$0.00"."""
+    return f"${figure(amount)}" if 0 < amount < Decimal("0.005") else usd(amount)
 
 
 _LABEL = {"pod": "pod", "serverless": "serverless", "api": "API"}

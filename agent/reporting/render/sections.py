@@ -123,6 +123,7 @@ BUDGET_LABELS = {
     "used_ratio": "budget used",
     "forecast_usd": "month-end forecast",
     "forecast_ratio": "forecast vs budget",
+    "forecast_basis": "forecast basis",
 }
 
 _PER_M = (
