@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, TextIO
@@ -160,10 +160,18 @@ def run(
     target = args.target_utilization or target_utilization or TARGET_UTILIZATION
     result = compare(workload, prices, target_utilization=target)
     withheld = None if basis is None else basis.withheld
-    print(
-        _json(result, source, basis) if args.json else render_table(result, source, withheld),
-        file=out,
+    extra = []
+    if args.serverless_usd_per_hour is None:
+        extra.append(
+            f"serverless at {usd(SERVERLESS_DEFAULT)}/h, a typical serverless A100 80GB: give "
+            "--serverless-usd-per-hour Q for your provider's price"
+        )
+    text = (
+        _json(result, source, basis, extra)
+        if args.json
+        else render_table(result, source, withheld, extra)
     )
+    print(text, file=out)
     return 0
 
 
@@ -220,7 +228,9 @@ def _override(workload: Workload, args: argparse.Namespace) -> Workload:
     return workload
 
 
-def render_table(result: Breakeven, source: str, withheld: str | None = None) -> str:
+def render_table(
+    result: Breakeven, source: str, withheld: str | None = None, extra: Sequence[str] = ()
+) -> str:
     """The human report, at most WIDTH columns. ``withheld``: why the per-day figures are not
     stated (measured over too little time); the crossover and per-request figures still are."""
     # Header lines carry user-given figures of any length: wrap them to the width too.
@@ -234,7 +244,7 @@ def render_table(result: Breakeven, source: str, withheld: str | None = None) ->
         lines += _wrapped("recommendation", result.recommendation)
     else:
         lines += _wrapped("recommendation", f"none yet: {withheld}")
-    for note in notes(result, withheld is not None):
+    for note in [*extra, *notes(result, withheld is not None)]:
         lines += _wrapped("note", note)
     return "\n".join(lines)
 
@@ -341,11 +351,19 @@ def _wrapped(label: str, text: str, indent: int = _LABEL) -> list[str]:
     first = f"{label:<{indent}}" if label else ""
     # "6.9 %" stays on one line: the space before a percent sign is not a place to break.
     glued = text.replace(" %", "\0%")
-    lines = textwrap.wrap(glued, WIDTH, initial_indent=first, subsequent_indent=" " * indent)
+    lines = textwrap.wrap(
+        glued,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,  # a flag's name stays whole
+    )
     return [line.replace("\0", " ") for line in lines]
 
 
-def _json(result: Breakeven, source: str, measured: Measured | None = None) -> str:
+def _json(
+    result: Breakeven, source: str, measured: Measured | None = None, extra: Sequence[str] = ()
+) -> str:
     w = result.workload
     withheld = None if measured is None else measured.withheld
 
@@ -377,7 +395,7 @@ def _json(result: Breakeven, source: str, measured: Measured | None = None) -> s
         "one_pod_crossover_requests_per_day": result.one_pod_crossover_requests_per_day,
         "cheapest": None if withheld else result.cheapest,
         "recommendation": f"none yet: {withheld}" if withheld else result.recommendation,
-        "notes": notes(result, withheld is not None),
+        "notes": [*extra, *notes(result, withheld is not None)],
     }
     return json_text.dumps(payload)
 

@@ -219,7 +219,16 @@ def compare(
         ),
         one_pod_crossover_requests_per_day=crossover_requests_per_day(workload, prices),
         cheapest=cheapest,
-        recommendation=_recommendation(workload, costs, cheapest, duty, crossover, count_, pods),
+        recommendation=_recommendation(
+            workload,
+            costs,
+            cheapest,
+            duty,
+            crossover,
+            count_,
+            pods,
+            prices.serverless_usd_per_hour * workload.gpu_seconds_per_request,
+        ),
     )
 
 
@@ -272,6 +281,7 @@ def _recommendation(
     crossover: int | None,
     pods: int,
     given: int | None,
+    serverless_per_request: Decimal,
 ) -> str:
     def label(name: str) -> str:
         if name != "pod" or given is not None:
@@ -283,11 +293,13 @@ def _recommendation(
         for name, cost in sorted(costs.items(), key=lambda item: item[1])
         if name != cheapest
     )
-    if crossover is None:
+    # Free serverless (or requests that take no GPU time) has no step to size: one flat pod.
+    flat = given is not None or serverless_per_request == 0
+    if crossover is None and flat:
         pays_off = "serverless stays cheaper than a pod at any request count"
-        if given is None:
-            pays_off = "serverless stays cheaper than right-sized pods at some load however high"
-    elif given is None:
+    elif crossover is None:
+        pays_off = "serverless stays cheaper than right-sized pods at some load however high"
+    elif not flat:
         pays_off = f"right-sized pods pay off above {crossover:,} requests/day"
     else:
         pays_off = f"a pod pays off above {crossover:,} requests/day"

@@ -90,7 +90,9 @@ def breakeven(
 ) -> dict[str, object]:
     """`gpuwatch breakeven --json` as users run it, in this process, its clock at ``now``."""
     mp.setattr("agent.cli.main.utc_now", lambda: now)
+    # Serverless at $5/h: a pod at 70 % ($3.89 a busy hour) pays off at some load.
     argv = ["breakeven", "--json", "--window", window, "--pod-usd-per-hour", "2.72"]
+    argv += ["--serverless-usd-per-hour", "5"]
     assert main([*argv, "--config", str(box.config_path)]) == 0
     payload: dict[str, object] = json.loads(capsys.readouterr().out)
     return payload
@@ -122,9 +124,7 @@ def test_enough_observed_time_gives_per_day_figures_from_that_time(
     box: Box, tmp_path: Path
 ) -> None:
     end = box.run(12)
-    config = replace(
-        box.app.config, cost=replace(box.app.config.cost, min_observed=6 * 60.0)
-    )
+    config = replace(box.app.config, cost=replace(box.app.config.cost, min_observed=6 * 60.0))
     period = month_period(None, end, config.timezone)
     report = build_report(box.app.engine, config, period, now=end)
     (model,) = [r for r in report.recommendations if r.title.startswith(MODEL)]
@@ -143,7 +143,9 @@ def test_the_same_data_give_the_same_crossover_over_1h_and_30d(
     now = end + timedelta(seconds=30)  # asked right after: 1 h and 30 d both hold every tick
     hour = breakeven(box, "1h", now, capsys, monkeypatch)
     month = breakeven(box, "30d", now, capsys, monkeypatch)
+    assert isinstance(hour["crossover_requests_per_day"], int)
     assert hour["crossover_requests_per_day"] == month["crossover_requests_per_day"]
+    assert hour["one_pod_crossover_requests_per_day"] == month["one_pod_crossover_requests_per_day"]
     assert hour["gpu_seconds_per_request"] == month["gpu_seconds_per_request"]
     assert hour["measured_hours"] == month["measured_hours"] == 0.2
     assert hour["withheld"] is not None and "0.2 h" in str(hour["withheld"])
