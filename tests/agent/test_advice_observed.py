@@ -19,6 +19,7 @@ import pytest
 
 from agent.cli.main import main
 from agent.config.settings import load_config
+from agent.cost.billing import save_records
 from agent.daemon.app import App
 from agent.reporting.build import build_report
 from agent.reporting.digest import digest_payload
@@ -27,6 +28,7 @@ from agent.reporting.period import month_period
 from agent.reporting.render import render
 from agent.sim import EngineServer, Traffic
 from agent.storage.db import upgrade_database
+from collectors.billing.base import CostKind, CostRecord
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
 
@@ -167,3 +169,44 @@ def test_the_forecast_is_the_observed_pace_from_the_first_minutes(box: Box) -> N
         assert abs(budget.forecast_usd - truth) < truth * Decimal("0.001"), (minutes, budget)
         assert budget.forecast_basis.startswith("at $2.72/h observed over the last 0."), budget
         end = box.run(minutes, end + STEP) if minutes < 12 else end
+
+
+def test_the_summary_says_which_spend_is_billed_and_which_metered(box: Box) -> None:
+    end = box.run(6)
+    note = " ".join(render(month_report(box, end), "table").split())
+    assert "spend is metered ($0.27: rate card x GPU time observed); no billing records" in note
+    assert "cost per million useful tokens is the metered cost over the useful tokens" in note
+    # A provider's bill larger than what was metered (storage, egress...): spend is the bill.
+    bill = CostRecord(
+        "focus", "row-1", "pod-1", START, START + timedelta(hours=1), Decimal("5.44"), "USD",
+        CostKind.BILLED,
+    )  # fmt: skip
+    with box.app.engine.begin() as conn:
+        save_records(conn, [bill], end)
+    report = month_report(box, end)
+    assert (report.totals.spend_usd, report.totals.billed_usd) == (Decimal("5.44"),) * 2
+    for fmt in ("table", "markdown", "html"):
+        text = " ".join(render(report, fmt).replace("\\", "").split())  # markdown escapes
+        assert "spend is billed: providers billed $5.44, more than the $0.27 metered" in text, fmt
+    payload = json.dumps(digest_payload(report, None))
+    assert "*Spend (billed)*" in payload and "*Per 1M useful tokens (metered)*" in payload
+
+
+def test_cost_without_billing_says_so_in_the_configured_zone(
+    box: Box, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    end = box.run(6)
+    monkeypatch.setattr("agent.cli.main.utc_now", lambda: end)
+    assert main(["cost", "--window", "1h", "--config", str(box.config_path)]) == 0
+    out = capsys.readouterr().out
+    # 09:06 UTC is 10:06 in Madrid.
+    assert "(2026-11-04 09:06 to 2026-11-04 10:06 Europe/Madrid)" in out.splitlines()[0]
+    assert "billed     no billing records for this window (metered $0.27" in out
+    assert "-100" not in out
+    assert main(["cost", "--window", "1h", "--json", "--config", str(box.config_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["period"]["end"] == "2026-11-04T10:06:00+01:00"
+    assert (doc["reconciliation"]["billed_usd"], doc["reconciliation"]["difference_usd"]) == (
+        None,
+        None,
+    )
