@@ -24,6 +24,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from agent.config.alerts import AlertsConfig, parse_alerts
+from agent.config.cost import CostConfig as CostConfig
+from agent.config.cost import parse_cost
 from agent.config.digest import DigestConfig, parse_digest
 from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.limits import parse_limits
@@ -117,20 +119,6 @@ class TargetConfig:
     unit: str | None = None
     gpus: tuple[str, ...] = ()
     limits: ScrapeLimits = field(default_factory=ScrapeLimits)  # agent.config.limits
-
-
-@dataclass(frozen=True, slots=True)
-class CostConfig:
-    # "output": generation tokens only; "output+prompt": plus computed (not cached) prompt tokens.
-    useful_tokens: str = "output"
-    # How a GPU used by several targets is split: "memory" (their share of its memory) or "equal".
-    shared_gpu_split: str = "memory"
-    # Advice (report and digest recommendations, measured `breakeven`) states per-day and
-    # per-month figures only once the GPUs were observed this long (seconds): a few minutes
-    # scaled to a month is noise, not a saving.
-    min_observed: float = 24 * 3600.0
-    # The utilization right-sized pods are planned at (0-1): room for peaks.
-    target_utilization: float = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +276,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         collectors=_collectors(r, top),
         targets=_targets(r, top),
         rates=parse_rates(r, top),
-        cost=_cost(r, top),
+        cost=parse_cost(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
         budget=_budget(r, top),
@@ -447,39 +435,6 @@ def _gpu_list(r: Reader, t: dict[str, Any], key: str) -> tuple[str, ...]:
         r.problem(key, f'expected GPU indexes or UUIDs like [0, 1] or ["GPU-..."], got {value!r}')
         return ()
     return tuple(str(v) for v in items)
-
-
-def _cost(r: Reader, top: dict[str, Any]) -> CostConfig:
-    t = r.sub(
-        top,
-        "cost",
-        {"useful_tokens", "shared_gpu_split", "min_observed", "target_utilization"},
-    )
-    tokens = r.string(t, "cost.useful_tokens", "output")
-    split = r.string(t, "cost.shared_gpu_split", "memory")
-    if tokens not in ("output", "output+prompt"):
-        r.problem("cost.useful_tokens", f"expected 'output' or 'output+prompt', got {tokens!r}")
-    if split not in ("memory", "equal"):
-        r.problem("cost.shared_gpu_split", f"expected 'memory' or 'equal', got {split!r}")
-    default = CostConfig()
-    minimum = r.duration(t, "cost.min_observed", default.min_observed, allow_zero=True)
-    return CostConfig(
-        useful_tokens=tokens,
-        shared_gpu_split=split,
-        min_observed=minimum,
-        target_utilization=_target_utilization(r, t, default.target_utilization),
-    )
-
-
-def _target_utilization(r: Reader, t: dict[str, Any], default: float) -> float:
-    """A ratio in (0, 1]; 70 gets "did you mean 0.7?"."""
-    key = "cost.target_utilization"
-    value = t.get(key)
-    if isinstance(value, int | float) and not isinstance(value, bool) and 1 < value <= 100:
-        r.problem(key, f"must be greater than 0 and at most 1, got {value:g}; "
-                       f"did you mean {value / 100:g}?")  # fmt: skip
-        return default
-    return r.number(t, key, default, positive=True, maximum=1.0)
 
 
 def _billing(r: Reader, top: dict[str, Any]) -> tuple[BillingProviderConfig, ...]:

@@ -14,24 +14,12 @@ def spend_kind(t: Totals) -> str:
 
 
 def spend_note(t: Totals, rule: str) -> str:
-    """One sentence on each figure's basis, for the report's summary."""
+    """One short line on each figure's basis, for the report's summary (a heading's note: it
+    fits the terminal report's 100 columns for amounts up to a few thousand dollars)."""
     if t.billed_usd is None:
-        spend = (
-            f"spend is metered ({usd(t.metered_usd)}: rate card x GPU time observed); no billing "
-            "records for this period"
-        )
-    elif spend_kind(t) == "billed":
-        spend = (
-            f"spend is billed: providers billed {usd(t.billed_usd)}, more than the "
-            f"{usd(t.metered_usd)} metered (a bill includes what gpuwatch cannot see: storage, "
-            "egress, GPUs it does not watch)"
-        )
-    else:
-        spend = (
-            f"spend is metered ({usd(t.metered_usd)}): providers billed {usd(t.billed_usd)} so "
-            "far (bills post hours or days late)"
-        )
-    return (
-        f"{spend}; cost per million useful tokens is the metered cost over the useful tokens "
-        f"({rule}), the cost gpuwatch can match to the tokens"
-    )
+        spend = "spend: metered, no billing records"
+    elif spend_kind(t) == "billed":  # the bill holds what gpuwatch cannot see: storage, egress
+        spend = f"spend: billed {usd(t.billed_usd)}, metered {usd(t.metered_usd)}"
+    else:  # bills post hours or days late
+        spend = f"spend: metered {usd(t.metered_usd)} (billed {usd(t.billed_usd)} so far)"
+    return f"{spend}; $/M: metered cost / useful tokens ({rule})"
