@@ -74,13 +74,21 @@ def _table(s: Summary, r: Reconciliation, window: str, zone: tzinfo = UTC) -> li
     lines = [
         f"gpuwatch cost, last {window} ({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} {zone})",
         "",
-        f"{'':24}{'cost USD':>14}{'useful tokens':>16}{'USD / M useful':>16}{'total tokens':>16}",
+        f"{'':24}{'cost USD':>14}{'useful tokens':>16}{'USD / M useful':>16}{'total tokens':>16}"
+        f"{'abandoned':>14}",
     ]
+    unknown = []
     for label, rows in (("fleet", [s.fleet]), ("model", s.models), ("host", s.hosts)):
         for line in rows:
             name = line.name if label == "fleet" else f"{label} {line.name}"
-            lines.append(f"{name[:24]:24}{line.cost_usd:>14,.2f}{line.useful_tokens:>16,.0f}"
-                         f"{_per_million(line):>16}{line.total_tokens:>16,.0f}")  # fmt: skip
+            cost = "n/a" if line.cost_unknown else f"{line.cost_usd:,.2f}"
+            lines.append(f"{name[:24]:24}{cost:>14}{line.useful_tokens:>16,.0f}"
+                         f"{_per_million(line):>16}{line.total_tokens:>16,.0f}"
+                         f"{_abandoned(line):>14}")  # fmt: skip
+            if line.cost_unknown:
+                unknown.append(f"  {name}: {line.cost_unknown}")
+    lines += ["", "useful tokens counted from: " + _bases(s.models)]
+    lines += ["cost unknown (no price or no GPU time):", *unknown] if unknown else []
     busy = s.busy_seconds / 3600
     lines += [
         "",
@@ -105,19 +113,38 @@ def _billed(r: Reconciliation) -> str:
     )
 
 
+def _abandoned(line: Line) -> str:
+    """Output tokens generated for requests that never completed; "n/a" where the engine does
+    not count completed requests apart (abandoned work is then unknown, not zero)."""
+    value = line.tokens.abandoned
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def _bases(models: tuple[Line, ...]) -> str:
+    """Which rule counted each model's useful tokens (agent.cost.summarize.Tokens.basis)."""
+    named = [f"{m.name} {m.tokens.basis}" for m in models if m.tokens.basis]
+    return ", ".join(named) if named else "no tokens stored"
+
+
 def _ratio(value: Decimal | None) -> str:
     return "" if value is None else f" ({value * 100:+.1f} %)"
 
 
 def _as_json(s: Summary, r: Reconciliation, zone: tzinfo = UTC) -> dict[str, Any]:
     def line(x: Line) -> dict[str, Any]:
-        per = x.usd_per_million_tokens
+        per, abandoned_usd = x.usd_per_million_tokens, x.abandoned_cost_usd
         return {
             "name": x.name,
-            "cost_usd": str(round(x.cost_usd, 6)),
+            "cost_usd": None if x.cost_unknown else str(round(x.cost_usd, 6)),
+            "cost_unknown_reason": x.cost_unknown,
             "useful_tokens": x.useful_tokens,
+            "useful_tokens_source": x.tokens.basis or None,
             "output_tokens": x.output_tokens,
             "total_tokens": x.total_tokens,
+            "generated_tokens": x.tokens.generated,
+            "abandoned_tokens": x.tokens.abandoned,
+            "abandoned_cost_usd": None if abandoned_usd is None else str(round(abandoned_usd, 6)),
+            "requests_completed": x.tokens.requests,
             "cost_per_million_tokens_usd": None if per is None else str(round(per, 6)),
         }
 

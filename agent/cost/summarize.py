@@ -21,16 +21,22 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
+    case,
     func,
+    literal,
     select,
     union_all,
 )
 
 from agent.cost.split import Split, series_ranges
 from agent.storage.rolled_up import (
+    COMPLETED_GENERATION_TOKENS,
+    COMPLETED_PROMPT_TOKENS,
+    COMPLETED_PROMPT_TOKENS_COMPUTED,
     GENERATION_TOKENS,
     PROMPT_TOKENS,
     PROMPT_TOKENS_COMPUTED,
+    REQUESTS_COMPLETED,
     REQUESTS_FINISHED,
     rolled_up,
 )
@@ -44,39 +50,97 @@ from migrations.schema import (
 OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS = rolled_up(
     GENERATION_TOKENS, PROMPT_TOKENS_COMPUTED, PROMPT_TOKENS, REQUESTS_FINISHED
 )
+DONE_OUTPUT, DONE_PROMPT, DONE_PROMPT_COMPUTED, DONE_REQUESTS = rolled_up(
+    COMPLETED_GENERATION_TOKENS,
+    COMPLETED_PROMPT_TOKENS,
+    COMPLETED_PROMPT_TOKENS_COMPUTED,
+    REQUESTS_COMPLETED,
+)
+TOKEN_METRICS = (OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS) + (
+    DONE_OUTPUT, DONE_PROMPT, DONE_PROMPT_COMPUTED, DONE_REQUESTS)  # fmt: skip
 MILLION = Decimal(1_000_000)
+
+# How a target's useful tokens were counted (``Tokens.bases``): per finished request, from the
+# engine's per-request histograms (vLLM), or from its token counters (every other engine).
+PER_REQUEST = "completed_requests"
+COUNTERS = "token_counters"
 
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
-    output: float = 0.0
+    output: float = 0.0  # useful output tokens: completed requests' where the engine says
     prompt: float = 0.0  # computed prompt tokens where the engine says, else all prompt tokens
-    requests: float = 0.0  # finished, whatever the reason
+    requests: float = 0.0  # finished (completed where counted per request), whatever the reason
+    generated: float = 0.0  # every output token the engine generated, abandoned work included
+    # Of the targets counted per request: what they generated, and their useful output. The
+    # difference is what clients abandoned (other engines cannot tell: unknown, not zero).
+    per_request_generated: float = 0.0
+    per_request_output: float = 0.0
+    bases: frozenset[str] = frozenset()
 
     def useful(self, rule: str) -> float:
         return self.output + (self.prompt if rule == "output+prompt" else 0.0)
 
+    @property
+    def abandoned(self) -> float | None:
+        """Output tokens generated for requests that never completed (a client gone mid-stream,
+        and what is still in flight at the window's end); None where no engine counts it."""
+        if PER_REQUEST not in self.bases:
+            return None
+        return max(0.0, self.per_request_generated - self.per_request_output)
+
+    @property
+    def basis(self) -> str:
+        """Which rule counted the useful tokens: "completed_requests", "token_counters", both
+        joined by "+" where a model's targets differ, "" with no tokens at all."""
+        return "+".join(sorted(self.bases))
+
     def __add__(self, other: Tokens) -> Tokens:
         return Tokens(
-            self.output + other.output, self.prompt + other.prompt, self.requests + other.requests
+            self.output + other.output,
+            self.prompt + other.prompt,
+            self.requests + other.requests,
+            self.generated + other.generated,
+            self.per_request_generated + other.per_request_generated,
+            self.per_request_output + other.per_request_output,
+            self.bases | other.bases,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One row of a cost breakdown (a model, a host, a GPU or the fleet)."""
+    """One row of a cost breakdown (a model, a host, a GPU or the fleet). ``cost_unknown``:
+    why the cost is not known (no rate for some of its GPU time, or no GPU time observed);
+    then its cost per million tokens is unknown too, never zero."""
 
     name: str
     cost_usd: Decimal
     useful_tokens: float
     output_tokens: float
     total_tokens: float
+    tokens: Tokens = Tokens()
+    cost_unknown: str | None = None
 
     @property
     def usd_per_million_tokens(self) -> Decimal | None:
-        if self.useful_tokens <= 0:
+        if self.useful_tokens <= 0 or self.cost_unknown is not None:
             return None
         return self.cost_usd / Decimal(repr(self.useful_tokens)) * MILLION
+
+    @property
+    def abandoned_cost_usd(self) -> Decimal | None:
+        """The share of the cost that went into abandoned output, in proportion to the output
+        tokens generated; None where abandoned work or the cost is unknown."""
+        return abandoned_cost(self.cost_usd, self.tokens, self.cost_unknown)
+
+
+def abandoned_cost(cost: Decimal, tokens: Tokens, unknown: str | None) -> Decimal | None:
+    abandoned = tokens.abandoned
+    if abandoned is None or unknown is not None:
+        return None
+    if tokens.generated <= 0:
+        return Decimal(0)
+    return cost * Decimal(repr(abandoned)) / Decimal(repr(tokens.generated))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +152,15 @@ class GpuLine:
     idle_cost_usd: Decimal
     observed_seconds: float
     busy_seconds: float
+    unpriced_seconds: float = 0.0  # observed while no rate covered the GPU: cost unknown
 
     @property
     def utilization(self) -> float | None:
         return self.busy_seconds / self.observed_seconds if self.observed_seconds else None
+
+    @property
+    def cost_unknown(self) -> str | None:
+        return f"no rate for GPU {self.gpu_uuid} on {self.host}" if self.unpriced_seconds else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,11 +248,17 @@ def _usage_query(split: Split, host: str | None) -> Select[Any]:
             func.sum(t.idle_cost_usd).label("idle_cost_usd"),
             func.sum(t.observed_seconds).label("observed_seconds"),
             func.sum(t.busy_seconds).label("busy_seconds"),
+            func.sum(unpriced_seconds(t.cost_usd, t.observed_seconds)).label("unpriced_seconds"),
         )  # fmt: skip
         .where(split.rows(gpu_usage, t.host))
         .group_by(t.host, t.gpu_uuid)
     )
     return query if host is None else query.where(t.host == host)
+
+
+def unpriced_seconds(cost: Any, seconds: Any) -> Any:
+    """The seconds of a ledger row no rate priced (its cost is NULL), else 0."""
+    return case((cost.is_(None), seconds), else_=literal(0.0))
 
 
 def _allocation_query(split: Split, host: str | None) -> Select[Any]:
@@ -195,6 +270,7 @@ def _allocation_query(split: Split, host: str | None) -> Select[Any]:
             func.sum(t.cost_usd).label("cost_usd"),
             func.sum(t.seconds).label("seconds"),
             func.sum(t.busy_seconds).label("busy_seconds"),
+            func.sum(unpriced_seconds(t.cost_usd, t.seconds)).label("unpriced_seconds"),
         )  # fmt: skip
         .where(split.rows(gpu_allocations, t.host))
         .group_by(t.host, t.target)
@@ -205,7 +281,7 @@ def _allocation_query(split: Split, host: str | None) -> Select[Any]:
 def _token_rows(conn: Any, split: Split, host: str | None) -> list[tuple[str, str, str, Any]]:
     """(host, metric, labels, increase) per token and request counter series over the window."""
     query = select(series.c.id, series.c.host, series.c.metric, series.c.labels).where(
-        series.c.metric.in_((OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS))
+        series.c.metric.in_(TOKEN_METRICS)
     )
     if host is not None:
         query = query.where(series.c.host == host)
@@ -233,12 +309,25 @@ def tokens_by_target(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
         labels = json.loads(labels_json)
         key = (host, labels.get("target", ""), labels.get("model", ""))
         per[(key, metric)] += increase
-    out: dict[TokenKey, Tokens] = {}
-    for key in {k for k, _ in per}:
-        computed = per.get((key, PROMPT_COMPUTED))
-        prompt = computed if computed is not None else per.get((key, PROMPT), 0.0)
-        out[key] = Tokens(per.get((key, OUTPUT), 0.0), prompt, per.get((key, REQUESTS), 0.0))
-    return out
+    return {key: _tokens_of(key, per) for key in {k for k, _ in per}}
+
+
+def _tokens_of(key: TokenKey, per: Mapping[tuple[TokenKey, str], float]) -> Tokens:
+    """One target's tokens: per completed request where the engine counts them (vLLM's
+    per-request histograms), else from its token counters. A series the engine exposes has
+    rollup rows (zero increases included) in every window it was scraped in."""
+
+    def first(*metrics: str) -> float:
+        return next((v for m in metrics if (v := per.get((key, m))) is not None), 0.0)
+
+    generated = first(OUTPUT)
+    done = per.get((key, DONE_OUTPUT))
+    if done is None:
+        prompt = first(PROMPT_COMPUTED, PROMPT)
+        return Tokens(generated, prompt, first(REQUESTS), generated, bases=frozenset({COUNTERS}))
+    prompt = first(DONE_PROMPT_COMPUTED, DONE_PROMPT)
+    requests = first(DONE_REQUESTS, REQUESTS)
+    return Tokens(done, prompt, requests, generated, generated, done, frozenset({PER_REQUEST}))
 
 
 def _summary(
@@ -252,7 +341,7 @@ def _summary(
     target_cost: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for a in allocations:
         target_cost[(a["host"], a["target"])] += a["cost_usd"] or Decimal(0)
-    models = model_lines(target_cost, tokens, rule)
+    models = model_lines(target_cost, tokens, rule, _target_unknowns(allocations))
     gpus = _gpu_lines(usage)
     hosts = _host_lines(gpus, tokens, rule)
     total_tokens = sum(tokens.values(), Tokens())
@@ -260,7 +349,7 @@ def _summary(
     return Summary(
         start=start,
         end=end,
-        fleet=_line("fleet", fleet_cost, total_tokens, rule),
+        fleet=_line("fleet", fleet_cost, total_tokens, rule, unknown_cost(gpus)),
         models=models,
         hosts=hosts,
         gpus=gpus,
@@ -273,23 +362,60 @@ def _summary(
     )
 
 
-def _line(name: str, cost: Decimal, tokens: Tokens, rule: str) -> Line:
-    return Line(name, cost, tokens.useful(rule), tokens.output, tokens.output + tokens.prompt)
+def unknown_cost(gpus: Sequence[GpuLine]) -> str | None:
+    """Why the cost of these GPUs' time is not known, if it is not: no GPU time observed at
+    all, or no rate for some of it (naming the first such GPU)."""
+    if sum(g.observed_seconds for g in gpus) <= 0:
+        return "no GPU time observed"
+    unpriced = [g for g in gpus if g.unpriced_seconds]
+    if not unpriced:
+        return None
+    more = f" and {len(unpriced) - 1} more" if len(unpriced) > 1 else ""
+    return f"{unpriced[0].cost_unknown}{more}"
+
+
+def _target_unknowns(allocations: Sequence[Any]) -> dict[tuple[str, str], str]:
+    """(host, target) -> why its cost is unknown, for the targets with unpriced GPU time."""
+    unpriced: dict[tuple[str, str], float] = defaultdict(float)
+    for a in allocations:
+        unpriced[(a["host"], a["target"])] += a["unpriced_seconds"] or 0.0
+    return {
+        (host, target): f"no rate for {seconds / 3600:.2f} GPU-hours of target {target} on {host}"
+        for (host, target), seconds in unpriced.items()
+        if seconds > 0
+    }
+
+
+def _line(name: str, cost: Decimal, tokens: Tokens, rule: str, unknown: str | None = None) -> Line:
+    total = tokens.output + tokens.prompt
+    return Line(name, cost, tokens.useful(rule), tokens.output, total, tokens, unknown)
 
 
 def model_lines(
-    target_cost: Mapping[tuple[str, str], Decimal], tokens: Mapping[TokenKey, Tokens], rule: str
+    target_cost: Mapping[tuple[str, str], Decimal],
+    tokens: Mapping[TokenKey, Tokens],
+    rule: str,
+    unknowns: Mapping[tuple[str, str], str] = {},
 ) -> tuple[Line, ...]:
+    """Per model: its share of its targets' cost, and its tokens. Its cost is unknown where
+    a target of it ran on GPU time no rate priced, or where no GPU time was seen for it."""
     cost: dict[str, Decimal] = defaultdict(Decimal)
     produced: dict[str, Tokens] = defaultdict(Tokens)
+    unknown: dict[str, str] = {}
     for (_, _, model), t in tokens.items():
         produced[model] = produced[model] + t
     shares = model_shares(target_cost, tokens, rule)
     for key, amount in target_cost.items():
         for model, share in shares[key].items():
             cost[model] += amount * share
+            if key in unknowns:
+                unknown.setdefault(model, unknowns[key])
     names = sorted(set(cost) | set(produced))
-    return tuple(_line(m, cost.get(m, Decimal(0)), produced.get(m, Tokens()), rule) for m in names)
+    return tuple(
+        _line(m, cost.get(m, Decimal(0)), produced.get(m, Tokens()), rule,
+              unknown.get(m) or (None if m in cost else "no GPU time observed for it"))
+        for m in names
+    )  # fmt: skip
 
 
 def model_shares(
@@ -317,27 +443,30 @@ def _gpu_lines(usage: Sequence[Any]) -> tuple[GpuLine, ...]:
     for row in usage:
         a = acc.setdefault((row["host"], row["gpu_uuid"]), {
             "index": row["gpu_index"], "cost": Decimal(0), "idle": Decimal(0),
-            "observed": 0.0, "busy": 0.0})  # fmt: skip
+            "observed": 0.0, "busy": 0.0, "unpriced": 0.0})  # fmt: skip
         a["cost"] += row["cost_usd"] or Decimal(0)
         a["idle"] += row["idle_cost_usd"] or Decimal(0)
         a["observed"] += row["observed_seconds"]
         a["busy"] += row["busy_seconds"]
+        a["unpriced"] += row["unpriced_seconds"] or 0.0
     return tuple(
-        GpuLine(host, uuid, a["index"], a["cost"], a["idle"], a["observed"], a["busy"])
+        GpuLine(host, uuid, a["index"], a["cost"], a["idle"], a["observed"], a["busy"],
+                a["unpriced"])
         for (host, uuid), a in sorted(acc.items())
-    )
+    )  # fmt: skip
 
 
 def _host_lines(
     gpus: Sequence[GpuLine], tokens: Mapping[TokenKey, Tokens], rule: str
 ) -> tuple[Line, ...]:
-    cost: dict[str, Decimal] = defaultdict(Decimal)
+    per_host: dict[str, list[GpuLine]] = defaultdict(list)
     produced: dict[str, Tokens] = defaultdict(Tokens)
     for g in gpus:
-        cost[g.host] += g.cost_usd
+        per_host[g.host].append(g)
     for (host, _, _), t in tokens.items():
         produced[host] = produced[host] + t
     return tuple(
-        _line(h, cost.get(h, Decimal(0)), produced.get(h, Tokens()), rule)
-        for h in sorted(set(cost) | set(produced))
-    )
+        _line(h, sum((g.cost_usd for g in per_host.get(h, ())), Decimal(0)),
+              produced.get(h, Tokens()), rule, unknown_cost(per_host.get(h, ())))
+        for h in sorted(set(per_host) | set(produced))
+    )  # fmt: skip

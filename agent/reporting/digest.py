@@ -203,8 +203,19 @@ def _model_lines(report: Report) -> list[str]:
         per_m = _per_million(
             row.cost_per_million_tokens_usd, row.previous_cost_per_million_tokens_usd
         )
-        lines.append(f"`{spark}` *{_fit(row.model, NAME_LIMIT)}*: {per_m} · {usd(row.cost_usd)}")
+        cost = "cost unknown" if row.cost_unknown_reason else usd(row.cost_usd)
+        lines.append(
+            f"`{spark}` *{_fit(row.model, NAME_LIMIT)}*: {per_m} · {cost}{_abandoned(row)}"
+        )
     return lines
+
+
+def _abandoned(row: ModelRow) -> str:
+    """What clients abandoned mid-stream, where the engine counts it and there was some."""
+    if not row.abandoned_tokens:
+        return ""
+    cost = "" if row.abandoned_cost_usd is None else f", {usd(row.abandoned_cost_usd)}"
+    return f" · abandoned {row.abandoned_tokens:,.0f} tokens{cost}"
 
 
 def _latency_lines(report: Report) -> list[str]:

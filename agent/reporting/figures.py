@@ -122,7 +122,13 @@ class Figures:
         out: dict[str, Share] = defaultdict(Share)
         for key, a in targets.items():
             for model, share in shares[key].items():
-                out[model] = out[model] + Share(a.cost * share, a.busy * float(share))
+                part = float(share)
+                out[model] = out[model] + Share(
+                    a.cost * share,
+                    a.busy * part,
+                    seconds=a.seconds * part,
+                    unpriced=a.unpriced * part,
+                )
         for (_, _, model), t in tokens.items():
             out[model] = out[model] + Share(tokens=t)
         return {m: out[m] for m in sorted(out) if self.wanted.model(m)}
@@ -135,11 +141,33 @@ class Share:
     cost: Decimal = Decimal(0)
     busy: float = 0.0
     tokens: Tokens = Tokens()
+    seconds: float = 0.0  # the GPU time behind the cost
+    unpriced: float = 0.0  # of which no rate priced
 
     def __add__(self, other: Share) -> Share:
-        return Share(self.cost + other.cost, self.busy + other.busy, self.tokens + other.tokens)
+        return Share(
+            self.cost + other.cost,
+            self.busy + other.busy,
+            self.tokens + other.tokens,
+            self.seconds + other.seconds,
+            self.unpriced + other.unpriced,
+        )
+
+    @property
+    def cost_unknown(self) -> str | None:
+        """Why the cost is not known: no rate for some of its GPU time, or no GPU time seen
+        beside its tokens (a collector off, a GPU not found). Unknown is never zero."""
+        if self.unpriced > 0:
+            return (
+                f"no rate for {hours(self.unpriced):.2f} of its {hours(self.seconds):.2f} GPU-hours"
+            )
+        if self.seconds <= 0 and self.tokens.generated + self.tokens.prompt > 0:
+            return "no GPU time observed for it"
+        return None
 
     def per_million(self, rule: str) -> Decimal | None:
+        if self.cost_unknown is not None:
+            return None
         return per_million(self.cost, self.tokens.useful(rule))
 
 
@@ -149,11 +177,13 @@ def _totals(rows: Iterable[tuple[TargetKey, Allocated]]) -> dict[TargetKey, Allo
     cost: dict[TargetKey, Decimal] = defaultdict(Decimal)
     seconds: dict[TargetKey, float] = defaultdict(float)
     busy: dict[TargetKey, float] = defaultdict(float)
+    unpriced: dict[TargetKey, float] = defaultdict(float)
     for key, a in rows:
         cost[key] += a.cost
         seconds[key] += a.seconds
         busy[key] += a.busy
-    return {key: Allocated(cost[key], seconds[key], busy[key]) for key in cost}
+        unpriced[key] += a.unpriced
+    return {key: Allocated(cost[key], seconds[key], busy[key], unpriced[key]) for key in cost}
 
 
 def _sum_days(days: Iterable[Mapping[TokenKey, Tokens]]) -> dict[TokenKey, Tokens]:

@@ -54,6 +54,10 @@ class Totals:
     utilization_ratio: float | None  # busy / observed
     idle_cost_usd: Decimal
     requests: float
+    generated_tokens: float = 0.0  # every output token generated, abandoned work included
+    abandoned_tokens: float | None = None  # None: no engine here counts abandoned work
+    abandoned_cost_usd: Decimal | None = None
+    cost_unknown_reason: str | None = None  # set: cost per million tokens is unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,13 @@ class ModelRow:
     previous_cost_per_million_tokens_usd: Decimal | None
     ttft: Latency = field(default_factory=Latency)
     e2e: Latency = field(default_factory=Latency)
+    generated_tokens: float = 0.0
+    abandoned_tokens: float | None = None  # None: the engine cannot tell (not zero)
+    abandoned_cost_usd: Decimal | None = None
+    # How useful tokens were counted: "completed_requests" (per-request histograms, exact to
+    # the request) or "token_counters" (the engine's token counters), "+"-joined when mixed.
+    useful_tokens_source: str = ""
+    cost_unknown_reason: str | None = None  # set: cost and cost per million tokens unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +101,7 @@ class HostRow:
     previous_cost_per_million_tokens_usd: Decimal | None
     gpu_hours: float
     utilization_ratio: float | None
+    cost_unknown_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +117,7 @@ class GpuRow:
     utilization_ratio: float | None
     vram_peak_bytes: float | None  # the highest memory used seen in the period
     vram_total_bytes: float | None
+    cost_unknown_reason: str | None = None  # set: no rate for some of its time
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ over the period [start, end)):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -41,7 +41,7 @@ from sqlalchemy import Engine
 
 from agent.config.settings import Config
 from agent.cost.budget import gather_spend
-from agent.cost.summarize import metered_usd
+from agent.cost.summarize import abandoned_cost, metered_usd
 from agent.reporting.figures import Figures, Share, hours, per_million
 from agent.reporting.model import (
     AlertRow,
@@ -71,6 +71,7 @@ def totals(f: Figures, earlier: Figures, billed_usd: Mapping[str, Decimal] | Non
     billed_total = None if not billed_usd else sum(billed_usd.values(), Decimal(0))
     spend = billed_total if billed_total is not None and billed_total > total.cost else total.cost
     useful = produced.useful(f.rule)
+    unknown = fleet_cost_unknown(f)
     return Totals(
         spend_usd=spend,
         metered_usd=total.cost,
@@ -78,9 +79,11 @@ def totals(f: Figures, earlier: Figures, billed_usd: Mapping[str, Decimal] | Non
         useful_tokens=useful,
         output_tokens=produced.output,
         total_tokens=produced.output + produced.prompt,
-        cost_per_million_tokens_usd=per_million(total.cost, useful),
-        previous_cost_per_million_tokens_usd=per_million(
-            earlier.total.cost, earlier.produced.useful(f.rule)
+        cost_per_million_tokens_usd=None if unknown else per_million(total.cost, useful),
+        previous_cost_per_million_tokens_usd=(
+            None
+            if fleet_cost_unknown(earlier)
+            else per_million(earlier.total.cost, earlier.produced.useful(f.rule))
         ),
         gpu_hours=hours(total.observed),
         busy_gpu_hours=hours(total.busy),
@@ -89,7 +92,28 @@ def totals(f: Figures, earlier: Figures, billed_usd: Mapping[str, Decimal] | Non
         utilization_ratio=total.utilization,
         idle_cost_usd=total.idle,
         requests=produced.requests,
+        generated_tokens=produced.generated,
+        abandoned_tokens=produced.abandoned,
+        abandoned_cost_usd=_abandoned_usd(f.model_sums().values()),
+        cost_unknown_reason=unknown,
     )
+
+
+def fleet_cost_unknown(f: Figures) -> str | None:
+    """Why the kept GPUs' cost is not known: no rate for some of their time (the first such
+    GPU named), or tokens with no GPU time at all."""
+    unpriced = sorted(key for key, u in f.usage.items() if u.unpriced > 0)
+    if unpriced:
+        (host, uuid), more = unpriced[0], len(unpriced) - 1
+        return f"no rate for GPU {uuid} on {host}" + (f" and {more} more" if more else "")
+    return Share(seconds=f.total.observed, tokens=f.produced).cost_unknown
+
+
+def _abandoned_usd(models: Iterable[Share]) -> Decimal | None:
+    """The models' abandoned cost summed, None where no model's engine counts abandoned work."""
+    costs = [abandoned_cost(m.cost, m.tokens, m.cost_unknown) for m in models]
+    known = [c for c in costs if c is not None]
+    return sum(known, Decimal(0)) if known else None
 
 
 def spend_sources(f: Figures, billed_usd: Mapping[str, Decimal] | None) -> tuple[SpendSource, ...]:
@@ -108,6 +132,11 @@ def model_rows(f: Figures, earlier: Figures, gauges: Gauges) -> tuple[ModelRow, 
             output_tokens=m.tokens.output,
             total_tokens=m.tokens.output + m.tokens.prompt,
             requests=m.tokens.requests,
+            generated_tokens=m.tokens.generated,
+            abandoned_tokens=m.tokens.abandoned,
+            abandoned_cost_usd=abandoned_cost(m.cost, m.tokens, m.cost_unknown),
+            useful_tokens_source=m.tokens.basis,
+            cost_unknown_reason=m.cost_unknown,
             cost_per_million_tokens_usd=m.per_million(f.rule),
             previous_cost_per_million_tokens_usd=_previous(before.get(model), f.rule),
             ttft=_latency(gauges.buckets.get((model, "ttft"))),
@@ -141,6 +170,7 @@ def host_rows(f: Figures, earlier: Figures) -> tuple[HostRow, ...]:
             useful_tokens=h.tokens.useful(f.rule),
             cost_per_million_tokens_usd=h.per_million(f.rule),
             previous_cost_per_million_tokens_usd=_previous(before.get(host), f.rule),
+            cost_unknown_reason=h.cost_unknown,
             gpu_hours=hours(usage[host].observed),
             utilization_ratio=usage[host].utilization,
         )
@@ -152,7 +182,7 @@ def _per_host(f: Figures) -> dict[str, Share]:
     """Per host, its kept GPUs' metered cost and its wanted models' tokens."""
     out: dict[str, Share] = defaultdict(Share)
     for (host, _), u in f.usage.items():
-        out[host] = out[host] + Share(u.cost)
+        out[host] = out[host] + Share(u.cost, seconds=u.observed, unpriced=u.unpriced)
     for (host, _, _), t in f.tokens.items():
         out[host] = out[host] + Share(tokens=t)
     return out
@@ -179,6 +209,7 @@ def gpu_rows(f: Figures, gauges: Gauges, names: Mapping[GpuKey, str]) -> tuple[G
             utilization_ratio=u.utilization,
             vram_peak_bytes=gauges.vram_peak.get((host, uuid)),
             vram_total_bytes=gauges.vram_total.get((host, uuid)),
+            cost_unknown_reason=f"no rate for GPU {uuid} on {host}" if u.unpriced > 0 else None,
         )
         for (host, uuid), u in f.usage.items()
     ]

@@ -51,13 +51,11 @@ from sqlalchemy.dialects import postgresql
 from agent.cost.billing import billed
 from agent.cost.split import DAY, HOUR, Split, among, series_ranges
 from agent.cost.summarize import (
-    OUTPUT,
-    PROMPT,
-    PROMPT_COMPUTED,
-    REQUESTS,
+    TOKEN_METRICS,
     TokenKey,
     Tokens,
     tokens_by_target,
+    unpriced_seconds,
 )
 from agent.reporting.local_days import LocalDays
 from agent.reporting.model import Period
@@ -77,7 +75,6 @@ TTFT, E2E, MEMORY_USED, MEMORY_TOTAL = rolled_up.rolled_up(
     rolled_up.TTFT, rolled_up.E2E, rolled_up.MEMORY_USED, rolled_up.MEMORY_TOTAL
 )
 GPU_INFO = "gpuwatch_gpu_info"
-TOKEN_METRICS = (OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS)
 
 GpuKey = tuple[str, str]  # (host, gpu_uuid)
 TargetKey = tuple[str, str]  # (host, target)
@@ -128,6 +125,7 @@ class Usage:
     idle: Decimal = Decimal(0)
     observed: float = 0.0
     busy: float = 0.0
+    unpriced: float = 0.0  # observed seconds no rate priced: the cost is unknown
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -136,6 +134,7 @@ class Usage:
             self.idle + other.idle,
             self.observed + other.observed,
             self.busy + other.busy,
+            self.unpriced + other.unpriced,
         )
 
     @property
@@ -150,10 +149,14 @@ class Allocated:
     cost: Decimal = Decimal(0)
     seconds: float = 0.0
     busy: float = 0.0
+    unpriced: float = 0.0  # seconds no rate priced
 
     def __add__(self, other: Allocated) -> Allocated:
         return Allocated(
-            self.cost + other.cost, self.seconds + other.seconds, self.busy + other.busy
+            self.cost + other.cost,
+            self.seconds + other.seconds,
+            self.busy + other.busy,
+            self.unpriced + other.unpriced,
         )
 
 
@@ -249,7 +252,8 @@ def _usage(
 ) -> dict[GpuKey, dict[int, Usage]]:
     t = gpu_usage.c
     keys = (t.host, t.gpu_uuid, t.gpu_index)
-    sums = (t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds)
+    unpriced = unpriced_seconds(t.cost_usd, t.observed_seconds).label("unpriced_seconds")
+    sums = (t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds, unpriced)
     inner = select(*keys, _row_day(conn, gpu_usage, days).label("day"), *sums).where(
         split.rows(gpu_usage, t.host)
     )
@@ -259,12 +263,12 @@ def _usage(
         parts = [part.where(t.host.in_(sorted(wanted.hosts))) for part in parts]
     query = _grouped(union_all(*parts), ("host", "gpu_uuid", "day"), {
         "gpu_index": "max", "cost_usd": "sum", "idle_cost_usd": "sum",
-        "observed_seconds": "sum", "busy_seconds": "sum"})  # fmt: skip
+        "observed_seconds": "sum", "busy_seconds": "sum", "unpriced_seconds": "sum"})  # fmt: skip
     out: dict[GpuKey, dict[int, Usage]] = defaultdict(dict)
     for r in conn.execute(query).mappings().all():  # one fetch: row by row costs more
         out[(r["host"], r["gpu_uuid"])][r["day"]] = Usage(
             r["gpu_index"], _money(r["cost_usd"]), _money(r["idle_cost_usd"]),
-            r["observed_seconds"] or 0.0, r["busy_seconds"] or 0.0,
+            r["observed_seconds"] or 0.0, r["busy_seconds"] or 0.0, r["unpriced_seconds"] or 0.0,
         )  # fmt: skip
     return out
 
@@ -274,7 +278,8 @@ def _allocations(
 ) -> dict[tuple[str, str, str], dict[int, Allocated]]:
     t = gpu_allocations.c
     keys = (t.host, t.gpu_uuid, t.target)
-    summed = (t.cost_usd, t.seconds, t.busy_seconds)
+    unpriced = unpriced_seconds(t.cost_usd, t.seconds).label("unpriced_seconds")
+    summed = (t.cost_usd, t.seconds, t.busy_seconds, unpriced)
     inner = select(*keys, _row_day(conn, gpu_allocations, days).label("day"), *summed).where(
         split.rows(gpu_allocations, t.host)
     )
@@ -282,13 +287,14 @@ def _allocations(
     parts = [inner, *_moved(conn, days, gpu_allocations, until, keys, summed)]
     if wanted.hosts:
         parts = [part.where(t.host.in_(sorted(wanted.hosts))) for part in parts]
-    sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum"}
+    sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum", "unpriced_seconds": "sum"}
     query = _grouped(union_all(*parts), ("host", "gpu_uuid", "target", "day"), sums)
     out: dict[tuple[str, str, str], dict[int, Allocated]] = defaultdict(dict)
     for r in conn.execute(query).mappings().all():
         out[(r["host"], r["gpu_uuid"], r["target"])][r["day"]] = Allocated(
-            _money(r["cost_usd"]), r["seconds"] or 0.0, r["busy_seconds"] or 0.0
-        )
+            _money(r["cost_usd"]), r["seconds"] or 0.0, r["busy_seconds"] or 0.0,
+            r["unpriced_seconds"] or 0.0,
+        )  # fmt: skip
     return out
 
 

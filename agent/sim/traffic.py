@@ -39,6 +39,7 @@ from typing import Any
 
 FINISH_REASONS = ("stop", "length", "abort", "error")
 SUCCESSFUL = frozenset({"stop", "length"})
+DROPPED = "dropped"  # a stream its client left mid-way: no engine counts it as finished
 
 # Exact decimals; mean about 0.2 s. Includes 0.001 (below SGLang's first ITL bucket),
 # 0.005 (below vLLM's), 0.025 (on a vLLM bound) and 3.2 (above V0's 2.5 s top bucket).
@@ -296,6 +297,14 @@ class Snapshot:
     hostname: str
     max_model_len: int
     window_start: Mapping[str, int] = field(default_factory=dict)
+    # Streams a client dropped mid-way (finish_reason "dropped"): never in ``requests``.
+    dropped: tuple[Request, ...] = ()
+
+    def dropped_of(self, model: str, engine: str | None = None) -> tuple[Request, ...]:
+        """The dropped streams of ``model`` (on ``engine``; None: any), in serve order."""
+        return tuple(
+            r for r in self.dropped if r.model == model and (engine is None or r.engine == engine)
+        )
 
     def select(
         self,
@@ -372,6 +381,7 @@ class Traffic:
 
     def _reset_engines(self) -> None:
         self._requests: list[Request] = []
+        self._dropped: list[Request] = []
         self._gauges = {(m, e): Gauges() for m in self._models for e in self._engines}
         self._window_start: dict[str, int] = {}
 
@@ -405,6 +415,31 @@ class Traffic:
             self._seq += n
             self._requests.extend(done)
         return done
+
+    def drop(
+        self, n: int, *, after_tokens: int, model: str | None = None, engine: str = "0"
+    ) -> tuple[Request, ...]:
+        """The next ``n`` requests of the cycle are streams whose client went away after
+        ``after_tokens`` output tokens (fewer if the request would have stopped sooner). As
+        in vLLM, what the engine generated for them counts in its token counters, but no
+        finish reason and no per-request histogram sees them (vLLM 0.32 on a real server:
+        a dropped stream is not an "abort")."""
+        name = self._check(model, engine)
+        with self._lock:
+            gone = tuple(
+                dataclasses.replace(
+                    request,
+                    generation_tokens=min(after_tokens, request.generation_tokens),
+                    finish_reason=DROPPED,
+                )
+                for request in (
+                    make_request(self._seq + i, name, engine, self._profiles, self._itl_cycle)
+                    for i in range(n)
+                )
+            )
+            self._seq += n
+            self._dropped.extend(gone)
+        return gone
 
     def set_gauges(
         self,
@@ -460,6 +495,7 @@ class Traffic:
                 hostname=self._hostname,
                 max_model_len=self._max_model_len,
                 window_start=dict(self._window_start),
+                dropped=tuple(self._dropped),
             )
 
     # The truth, over the requests since the last restart.

@@ -75,12 +75,19 @@ class Child:
     labels: Labels
     requests: tuple[Request, ...]
     gauges: Gauges
+    # Streams dropped mid-way: in the token counters (the engine did the work), in no
+    # per-request histogram and no finish reason.
+    dropped: tuple[Request, ...] = ()
 
     def observed(self, metric: str) -> tuple[float, ...]:
         return tuple(v for r in self.requests for v in r.observations(metric))
 
     def total(self, get: Callable[[Request], int]) -> float:
         return float(sum(get(r) for r in self.requests))
+
+    def worked(self, get: Callable[[Request], int]) -> float:
+        """``total`` with the dropped streams: what the engine's token counters count."""
+        return self.total(get) + float(sum(get(r) for r in self.dropped))
 
 
 # A plain family's value for one child; the functions below are the ones the tables use.
@@ -104,15 +111,15 @@ def kv_usage(c: Child) -> float:
 
 
 def prompt(c: Child) -> float:
-    return c.total(lambda r: r.prompt_tokens)
+    return c.worked(lambda r: r.prompt_tokens)
 
 
 def cached(c: Child) -> float:
-    return c.total(lambda r: r.cached_tokens)
+    return c.worked(lambda r: r.cached_tokens)
 
 
 def generated(c: Child) -> float:
-    return c.total(lambda r: r.generation_tokens)
+    return c.worked(lambda r: r.generation_tokens)
 
 
 def preempted(c: Child) -> float:

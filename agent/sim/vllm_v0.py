@@ -116,7 +116,12 @@ def v0_families(snap: Snapshot) -> list[Family]:
     if len(snap.engines) != 1:
         raise ValueError("vLLM V0 has no data parallelism: use engines=1")
     children = [
-        Child((("model_name", m),), snap.select(m), snap.gauges_of(m, snap.engines[0]))
+        Child(
+            (("model_name", m),),
+            snap.select(m),
+            snap.gauges_of(m, snap.engines[0]),
+            snap.dropped_of(m),
+        )
         for m in snap.models
     ]
     b = Builder(children, None, build_1_2_5_buckets(snap.max_model_len), lazy=True)

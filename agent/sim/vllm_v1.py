@@ -194,7 +194,12 @@ V1_HISTOGRAM_SPECS = (
 def v1_families(v: Version, snap: Snapshot, created: float | None, mp: bool) -> list[Family]:
     """The engine families of V1 version ``v``; ``created`` is None in multiprocess mode."""
     children = [
-        Child((("model_name", m), ("engine", e)), snap.select(m, e), snap.gauges_of(m, e))
+        Child(
+            (("model_name", m), ("engine", e)),
+            snap.select(m, e),
+            snap.gauges_of(m, e),
+            snap.dropped_of(m, e),
+        )
         for m in snap.models
         for e in snap.engines
     ]
@@ -251,7 +256,7 @@ _CACHE_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
 def _by_source(c: Child, source: str) -> float:
     # All cache hits are local and on the device; nothing comes from a KV connector.
     if source == "local_compute":
-        return c.total(lambda r: r.computed_prompt_tokens)
+        return c.worked(lambda r: r.computed_prompt_tokens)
     return cached(c) if source in ("local_cache_hit", "device") else 0.0
 
 

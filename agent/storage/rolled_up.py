@@ -17,6 +17,12 @@ GENERATION_TOKENS = "gpuwatch_engine_generation_tokens_total"
 PROMPT_TOKENS_COMPUTED = "gpuwatch_engine_prompt_tokens_computed_total"
 PROMPT_TOKENS = "gpuwatch_engine_prompt_tokens_total"
 REQUESTS_FINISHED = "gpuwatch_engine_requests_finished_total"
+# The same, counted per finished request where the engine says (vLLM's per-request histograms):
+# useful tokens exact to the request, and what clients abandoned as the difference.
+COMPLETED_GENERATION_TOKENS = "gpuwatch_engine_completed_generation_tokens_total"
+COMPLETED_PROMPT_TOKENS = "gpuwatch_engine_completed_prompt_tokens_total"
+COMPLETED_PROMPT_TOKENS_COMPUTED = "gpuwatch_engine_completed_prompt_tokens_computed_total"
+REQUESTS_COMPLETED = "gpuwatch_engine_requests_completed_total"
 # Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
 MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
 MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
@@ -32,6 +38,10 @@ SERIES_ROLLUPS = frozenset(
         PROMPT_TOKENS_COMPUTED,
         PROMPT_TOKENS,
         REQUESTS_FINISHED,
+        COMPLETED_GENERATION_TOKENS,
+        COMPLETED_PROMPT_TOKENS,
+        COMPLETED_PROMPT_TOKENS_COMPUTED,
+        REQUESTS_COMPLETED,
         MEMORY_USED,
         MEMORY_TOTAL,
     }

@@ -185,12 +185,21 @@ def _created_by_key(
     exposition: Exposition, source: str, model_of: ModelOf, split: tuple[str, str] | None
 ) -> dict[tuple[str, str], float]:
     """The newest ``_created`` per (model, split value): a restart of any child moves it."""
-    name = source.removesuffix("_total") + "_created"
+    name = _base_of(source) + "_created"
     out: dict[tuple[str, str], float] = {}
     for labels, value in exposition.rows(name):
         key = (model_of(labels), labels.get(split[0], "") if split else "")
         out[key] = max(value, out.get(key, value))
     return out
+
+
+def _base_of(source: str) -> str:
+    """The name a source's ``_created`` series is named after: a counter without ``_total``, a
+    histogram's ``_sum`` or ``_count`` (read as a counter) without its suffix."""
+    for suffix in ("_total", "_sum", "_count"):
+        if source.endswith(suffix):
+            return source.removesuffix(suffix)
+    return source
 
 
 def _sum_buckets(rows: list[Row], model_of: ModelOf) -> dict[str, dict[float, float] | None]:

@@ -5,6 +5,12 @@ Versions differ by name, not by meaning, so each signal lists its sources newest
 ``inter_token_latency_seconds`` (0.10.2+) before ``time_per_output_token_seconds`` (removed 0.15).
 Computed prompt tokens exist only where vLLM says which were cache hits:
 ``prompt_tokens_by_source_total{source="local_compute"}`` (0.16+).
+
+Useful tokens exact to the request: the per-request histograms ``request_generation_tokens``,
+``request_prompt_tokens`` and ``request_prefill_kv_computed_tokens`` (0.13+) are observed once
+per finished request, so their ``_sum`` counts what finished requests used and their ``_count``
+the requests; they become the ``completed`` counters. ``generation_tokens_total`` also counts
+what streams a client dropped mid-way consumed (vLLM does not count those as aborted).
 """
 
 from __future__ import annotations
@@ -38,6 +44,17 @@ RULES = (
         split=("finished_reason", "reason"),
     ),
     Counter("gpuwatch_engine_preemptions_total", ("vllm:num_preemptions_total",)),
+    # Observed once per finished request: what completed requests generated and read, which
+    # the token counters exceed by what a client abandoned mid-stream (not an "abort" to vLLM).
+    Counter(
+        "gpuwatch_engine_completed_generation_tokens_total", ("vllm:request_generation_tokens_sum",)
+    ),
+    Counter("gpuwatch_engine_requests_completed_total", ("vllm:request_generation_tokens_count",)),
+    Counter("gpuwatch_engine_completed_prompt_tokens_total", ("vllm:request_prompt_tokens_sum",)),
+    Counter(
+        "gpuwatch_engine_completed_prompt_tokens_computed_total",
+        ("vllm:request_prefill_kv_computed_tokens_sum",),
+    ),
     Histogram("gpuwatch_engine_ttft_seconds", ("vllm:time_to_first_token_seconds",)),
     Histogram(
         "gpuwatch_engine_inter_token_latency_seconds",

@@ -8,6 +8,7 @@ the CSV header) wherever it appears.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.reporting.model import (
@@ -97,7 +98,20 @@ def totals_record(t: Totals) -> Record:
         "unallocated_gpu_hours": Cell(Kind.HOURS, t.unallocated_gpu_hours),
         "utilization_ratio": Cell(Kind.RATIO, t.utilization_ratio),
         "idle_cost_usd": Cell(Kind.USD, t.idle_cost_usd),
+        "generated_tokens": Cell(Kind.COUNT, t.generated_tokens),
+        "abandoned_tokens": Cell(Kind.COUNT, t.abandoned_tokens, UNCOUNTED),
+        "abandoned_cost_usd": Cell(Kind.USD, t.abandoned_cost_usd, UNCOUNTED),
+        "cost_unknown_reason": Cell(Kind.TEXT, t.cost_unknown_reason, "none"),
     }
+
+
+# What people read where an engine does not say what clients abandoned.
+UNCOUNTED = "not counted"
+
+
+def _cost(value: Decimal, reason: str | None) -> Cell:
+    """A cost that may be unknown (no rate for some of its GPU time): null, never zero."""
+    return Cell(Kind.USD, None if reason else value)
 
 
 def spend_source_record(s: SpendSource) -> Record:
@@ -116,10 +130,15 @@ def model_record(m: ModelRow) -> Record:
         "useful_tokens": Cell(Kind.COUNT, m.useful_tokens),
         "output_tokens": Cell(Kind.COUNT, m.output_tokens),
         "total_tokens": Cell(Kind.COUNT, m.total_tokens),
-        "cost_usd": Cell(Kind.USD, m.cost_usd),
+        "cost_usd": _cost(m.cost_usd, m.cost_unknown_reason),
         "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, per_m),
         "previous_cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, previous),
         "cost_per_million_tokens_change_ratio": Cell(Kind.CHANGE, change_ratio(per_m, previous)),
+        "useful_tokens_source": Cell(Kind.TEXT, m.useful_tokens_source),
+        "generated_tokens": Cell(Kind.COUNT, m.generated_tokens),
+        "abandoned_tokens": Cell(Kind.COUNT, m.abandoned_tokens, UNCOUNTED),
+        "abandoned_cost_usd": Cell(Kind.USD, m.abandoned_cost_usd, UNCOUNTED),
+        "cost_unknown_reason": Cell(Kind.TEXT, m.cost_unknown_reason, ""),
     }
     for name, latency in (("ttft", m.ttft), ("e2e", m.e2e)):
         record[f"p50_{name}_seconds"] = Cell(Kind.SECONDS, latency.p50_seconds)
@@ -135,11 +154,12 @@ def host_record(h: HostRow) -> Record:
         "host": Cell(Kind.TEXT, h.host),
         "gpu_hours": Cell(Kind.HOURS, h.gpu_hours),
         "utilization_ratio": Cell(Kind.RATIO, h.utilization_ratio),
-        "cost_usd": Cell(Kind.USD, h.cost_usd),
+        "cost_usd": _cost(h.cost_usd, h.cost_unknown_reason),
         "useful_tokens": Cell(Kind.COUNT, h.useful_tokens),
         "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, per_m),
         "previous_cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, previous),
         "cost_per_million_tokens_change_ratio": Cell(Kind.CHANGE, change_ratio(per_m, previous)),
+        "cost_unknown_reason": Cell(Kind.TEXT, h.cost_unknown_reason, ""),
     }
 
 
@@ -149,13 +169,14 @@ def gpu_record(g: GpuRow) -> Record:
         "gpu_uuid": Cell(Kind.TEXT, g.gpu_uuid),
         "gpu_index": Cell(Kind.TEXT, g.gpu_index),
         "gpu_name": Cell(Kind.TEXT, g.gpu_name, "unknown"),
-        "cost_usd": Cell(Kind.USD, g.cost_usd),
-        "idle_cost_usd": Cell(Kind.USD, g.idle_cost_usd),
+        "cost_usd": _cost(g.cost_usd, g.cost_unknown_reason),
+        "idle_cost_usd": _cost(g.idle_cost_usd, g.cost_unknown_reason),
         "observed_hours": Cell(Kind.HOURS, g.observed_hours),
         "busy_hours": Cell(Kind.HOURS, g.busy_hours),
         "utilization_ratio": Cell(Kind.RATIO, g.utilization_ratio),
         "vram_peak_bytes": Cell(Kind.BYTES, g.vram_peak_bytes),
         "vram_total_bytes": Cell(Kind.BYTES, g.vram_total_bytes),
+        "cost_unknown_reason": Cell(Kind.TEXT, g.cost_unknown_reason, ""),
     }
 
 

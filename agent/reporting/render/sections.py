@@ -115,6 +115,8 @@ SUMMARY_LABELS = {
     "unallocated_gpu_hours": "unallocated GPU hours",
     "utilization_ratio": "utilization",
     "idle_cost_usd": "idle cost",
+    "abandoned_tokens": "abandoned output tokens",
+    "abandoned_cost_usd": "abandoned work cost",
 }
 
 BUDGET_LABELS = {
@@ -142,6 +144,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _summary(report),
         _spend_sources(report),
         _models(report),
+        _work(report),
         _hosts(report),
         _gpus(report),
         _top_waste(report),
@@ -157,6 +160,8 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
 def _summary(report: Report) -> Section:
     record = fields.totals_record(report.totals)
     note = spend_note(report.totals, report.useful_tokens_rule)
+    if report.totals.cost_unknown_reason:
+        note += f"; cost per million tokens unknown: {report.totals.cost_unknown_reason}"
     return _pairs("summary", "Summary", record, SUMMARY_LABELS, note)
 
 
@@ -181,6 +186,25 @@ def _models(report: Report) -> Section:
     records = _each(report.models, fields.model_record)
     note = f"previous period: {report.previous_period.label}"
     return _grid("models", "Models", columns, records, note=note)
+
+
+def _work(report: Report) -> Section:
+    """Per model: how its useful tokens were counted, and what was generated for nobody."""
+    columns = (
+        _text("model", "model"),
+        _text("useful_tokens_source", "counted from", False),
+        Column("generated_tokens", "generated"),
+        Column("output_tokens", "useful output"),
+        Column("abandoned_tokens", "abandoned"),
+        Column("abandoned_cost_usd", "abandoned $"),
+        _text("cost_unknown_reason", "cost unknown"),
+    )
+    records = _each(report.models, fields.model_record)
+    note = (
+        "completed_requests: output of finished requests (per-request histograms); "
+        "token_counters: every token generated (abandoned work not counted)"
+    )
+    return _grid("work", "Useful and abandoned work", columns, records, note=note)
 
 
 def _hosts(report: Report) -> Section:
