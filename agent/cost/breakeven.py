@@ -178,9 +178,9 @@ def compare(
         raise BreakevenError(f"pods must be >= 1, got {pods}")
     if not (target_utilization.is_finite() and 0 < target_utilization <= 1):
         raise BreakevenError(f"target utilization must be in (0, 1], got {target_utilization}")
-    count_ = pods_needed(workload.busy_gpu_seconds_per_day, target_utilization)
-    count_ = count_ if pods is None else pods
-    pod = prices.pod_usd_per_hour * HOURS_PER_DAY * count_
+    sized = pods_needed(workload.busy_gpu_seconds_per_day, target_utilization)
+    sized = sized if pods is None else pods
+    pod = prices.pod_usd_per_hour * HOURS_PER_DAY * sized
     serverless = serverless_usd_per_day(workload, prices)
     api = api_usd_per_day(workload, prices)
     duty = workload.busy_gpu_seconds_per_day / SECONDS_PER_DAY
@@ -202,7 +202,7 @@ def compare(
     return Breakeven(
         workload=workload,
         prices=prices,
-        pods=count_,
+        pods=sized,
         target_utilization=None if pods is not None else target_utilization,
         pod_usd_per_day=pod,
         serverless_usd_per_day=serverless,
@@ -225,7 +225,7 @@ def compare(
             cheapest,
             duty,
             crossover,
-            count_,
+            sized,
             pods,
             prices.serverless_usd_per_hour * workload.gpu_seconds_per_request,
         ),
