@@ -15,7 +15,6 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -23,7 +22,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from agent.config import teams
 from agent.config.alerts import AlertsConfig, parse_alerts
+from agent.config.budget import BudgetConfig as BudgetConfig
+from agent.config.budget import parse_budget
 from agent.config.digest import DigestConfig, parse_digest
 from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.limits import parse_limits
@@ -117,6 +119,8 @@ class TargetConfig:
     unit: str | None = None
     gpus: tuple[str, ...] = ()
     limits: ScrapeLimits = field(default_factory=ScrapeLimits)  # agent.config.limits
+    team: str | None = None  # who pays for its GPU time (agent.config.teams)
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,11 +161,6 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class BudgetConfig:
-    monthly_usd: Decimal | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``source`` names the file it came from, or 'built-in defaults'."""
 
@@ -176,6 +175,7 @@ class Config:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    labels: teams.Labels = field(default_factory=teams.Labels)  # team and project per target
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     digest: DigestConfig = field(default_factory=DigestConfig)
@@ -260,6 +260,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "daemon",
             "collectors",
             "targets",
+            "labels",
             "rates",
             "budget",
             "notify",
@@ -274,18 +275,22 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         },
     )
     database_url = _database_url(r, top)
+    targets = _targets(r, top)
+    own = (teams.Label(t.name, t.team, t.project) for t in targets)
+    labels = teams.parse_labels(r, top, own)
     config = Config(
         host=_host(r, top),
         database_url=database_url,
         timezone=_timezone(r, top),
         daemon=_daemon(r, top),
         collectors=_collectors(r, top),
-        targets=_targets(r, top),
+        targets=targets,
         rates=parse_rates(r, top),
         cost=_cost(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
-        budget=_budget(r, top),
+        budget=parse_budget(r, top, labels),
+        labels=labels,
         notify=parse_notify(r, top),
         alerts=parse_alerts(r, top),
         digest=parse_digest(r, top),
@@ -393,7 +398,8 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     out: list[TargetConfig] = []
     names: set[str] = set()
     allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
-               "timeout", "max_response_bytes", "unit", "gpus", *LIMIT_KEYS}  # fmt: skip
+               "timeout", "max_response_bytes", "unit", "gpus", *teams.LABEL_KEYS,
+               *LIMIT_KEYS}  # fmt: skip
     items = r.array(top, "targets")
     if len(items) > MAX_TARGETS:
         r.problem("targets", f"at most {MAX_TARGETS} targets per host, got {len(items)}")
@@ -427,10 +433,11 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
         unit = r.optional_string(t, f"{path}.unit")
         gpus = _gpu_list(r, t, f"{path}.gpus")
         limits = parse_limits(r, t, path)
+        team, project = (teams.label_value(r, t, f"{path}.{k}") for k in teams.LABEL_KEYS)
         if name is not None and url is not None:
             names.add(name)
             out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus,
-                                    limits))  # fmt: skip
+                                    limits, team, project))  # fmt: skip
     return tuple(out)
 
 
@@ -483,8 +490,3 @@ def _retention(r: Reader, top: dict[str, Any]) -> RetentionConfig:
         minute_seconds=r.duration(t, "retention.per_minute", d.minute_seconds),
         hour_seconds=r.duration(t, "retention.per_hour", d.hour_seconds),
     )
-
-
-def _budget(r: Reader, top: dict[str, Any]) -> BudgetConfig:
-    t = r.sub(top, "budget", {"monthly_usd"})
-    return BudgetConfig(monthly_usd=r.money(t, "budget.monthly_usd"))

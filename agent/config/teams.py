@@ -1,0 +1,107 @@
+"""Teams and projects: the ``team`` and ``project`` labels, and budgets per team.
+
+    [[targets]]
+    name = "chat"
+    url = "http://127.0.0.1:8000/metrics"
+    team = "search"             # who pays for this target's GPU time
+    project = "assistant"
+
+    [[labels]]                  # targets configured on other hosts of a shared database
+    target = "embed"
+    host = "box-2"              # optional: without it, the target's name on any host
+    team = "ads"
+
+Labels are configuration, not stored data: they apply to the whole stored history by target
+name, so relabelling a target relabels its past. A target without a label counts as
+``UNLABELLED``, never dropped. Budgets per team: :mod:`agent.config.budget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.config.reader import Reader, shown
+from collectors.printable import printable
+
+UNLABELLED = "(unlabelled)"
+LABEL_KEYS = ("team", "project")
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """A target's team and project (None: not labelled), on ``host`` or, None, on any host."""
+
+    target: str
+    team: str | None = None
+    project: str | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    """Every label the configuration gives: the targets' own and ``[[labels]]``."""
+
+    entries: tuple[Label, ...] = ()
+
+    def of(self, host: str, target: str) -> Label:
+        """The label of ``target`` on ``host``: an entry naming the host first, then one for
+        the target's name on any host; the empty label when none matches."""
+        exact = any_host = None
+        for entry in self.entries:
+            if entry.target != target:
+                continue
+            if entry.host == host:
+                exact = entry
+            elif entry.host is None:
+                any_host = entry
+        return exact or any_host or Label(target)
+
+    def team(self, host: str, target: str) -> str:
+        return self.of(host, target).team or UNLABELLED
+
+    def project(self, host: str, target: str) -> str:
+        return self.of(host, target).project or UNLABELLED
+
+    @property
+    def teams(self) -> frozenset[str]:
+        return frozenset(e.team for e in self.entries if e.team is not None)
+
+
+def label_value(r: Reader, t: dict[str, Any], key: str) -> str | None:
+    """A ``team`` or ``project`` label: a non-empty string without control characters."""
+    value = r.optional_string(t, key)
+    if value is None:
+        return None
+    if not value.strip() or printable(value) != value or value == UNLABELLED:
+        r.problem(key, f"expected a non-empty name without control characters, got {shown(value)}")
+        return None
+    return value
+
+
+def parse_labels(r: Reader, top: dict[str, Any], own: Iterable[Label]) -> Labels:
+    """``[[labels]]`` after the targets' ``own`` labels; one target labelled twice (on the same
+    host, or on any host) is a problem, so which label counts is never a guess."""
+    entries = [label for label in own if label.team or label.project]
+    seen = {(e.target, e.host) for e in entries}
+    allowed = {"target", "host", *LABEL_KEYS}
+    for i, item in enumerate(r.array(top, "labels")):
+        path = f"labels[{i}]"
+        t = r.table(item, path, allowed)
+        target = label_value(r, t, f"{path}.target")
+        host = label_value(r, t, f"{path}.host")
+        team, project = (label_value(r, t, f"{path}.{key}") for key in LABEL_KEYS)
+        if f"{path}.target" not in t:
+            r.problem(f"{path}.target", "missing (the target's name, as in its `target` label)")
+        elif not any(f"{path}.{key}" in t for key in LABEL_KEYS):
+            r.problem(path, "no label: give a team, a project or both")
+        elif target is None or (team is None and project is None):
+            continue  # a wrong value, already reported
+        elif (target, host) in seen:
+            where = f" on {host}" if host else ""
+            r.problem(f"{path}.target", f"target {target!r}{where} is labelled twice")
+        else:
+            seen.add((target, host))
+            entries.append(Label(target, team, project, host))
+    return Labels(tuple(entries))
