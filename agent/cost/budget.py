@@ -23,6 +23,7 @@ from sqlalchemy import Engine, func, literal, select, union_all
 from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.summarize import Line, metered_usd, summarize
+from agent.cost.team_budget import team_inputs
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from migrations.schema import gpu_usage
 
@@ -48,6 +49,8 @@ class BudgetInputs:
     hourly_usd: tuple[tuple[datetime, Decimal], ...] = ()  # complete hours, oldest first
     models: tuple[Line, ...] = ()  # per model over ``model_window_seconds``
     model_window_seconds: float = 86400.0
+    team: str | None = None  # set: these are that team's figures ([[budget.teams]])
+    teams: tuple[BudgetInputs, ...] = ()  # each budgeted team's, beside the fleet's
 
     @property
     def month_start(self) -> datetime:
@@ -141,8 +144,9 @@ def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
     also judge. Sums of the ledger only: a month's tokens and allocations are not read."""
     end = now.replace(second=0, microsecond=0)
     month_start, _ = month_bounds(now, config.zone)
-    span = _metered_span(engine, max(month_start, end - BURN_WINDOW), end)
-    return BudgetInputs(
+    burn_start = max(month_start, end - BURN_WINDOW)
+    span = _metered_span(engine, burn_start, end)
+    fleet = BudgetInputs(
         now=now,
         budget_usd=config.budget.monthly_usd,
         metered_usd=metered_usd(engine, month_start, end),
@@ -151,6 +155,7 @@ def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
         burn_usd=Decimal(0) if span is None else metered_usd(engine, span[0], end),
         burn_seconds=0.0 if span is None else (span[1] - span[0]).total_seconds(),
     )
+    return replace(fleet, teams=team_inputs(engine, config, fleet, burn_start))
 
 
 def _seconds(rules: Mapping[str, RuleSpec], rule: str, name: str) -> float:

@@ -66,5 +66,5 @@ def fill(db: Engine, start: datetime, ticks: int = 180) -> datetime:
 
 def team_config(tmp_path: Path, db_url: str, extra: str = "") -> Config:
     path = tmp_path / "gpuwatch.toml"
-    path.write_text(f'host = "{HOST}"\ndatabase_url = "{db_url}"\n{extra}\n{LABELS}')
+    path.write_text(f'host = "{HOST}"\ndatabase_url = "{db_url}"\n{LABELS}\n{extra}')
     return load_config(str(path), {})
