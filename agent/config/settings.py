@@ -14,7 +14,7 @@ import os
 import socket
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -275,22 +275,17 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         },
     )
     database_url = _database_url(r, top)
-    targets = _targets(r, top)
-    own = (teams.Label(t.name, t.team, t.project) for t in targets)
-    labels = teams.parse_labels(r, top, own)
     config = Config(
         host=_host(r, top),
         database_url=database_url,
         timezone=_timezone(r, top),
         daemon=_daemon(r, top),
         collectors=_collectors(r, top),
-        targets=targets,
+        targets=_targets(r, top),
         rates=parse_rates(r, top),
         cost=_cost(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
-        budget=parse_budget(r, top, labels),
-        labels=labels,
         notify=parse_notify(r, top),
         alerts=parse_alerts(r, top),
         digest=parse_digest(r, top),
@@ -299,6 +294,10 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         demo=r.boolean(top, "demo", False),
         source=source,
     )
+    # Labels and team budgets last: they name the targets (and their problems follow theirs).
+    labels = teams.parse_labels(r, top, (teams.Label(t.name, t.team, t.project)
+                                         for t in config.targets))  # fmt: skip
+    config = replace(config, labels=labels, budget=parse_budget(r, top, labels))
     if r.problems:
         raise ConfigError(source, r.problems)
     return config
