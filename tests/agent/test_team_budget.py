@@ -15,7 +15,7 @@ from agent.alerting.budget_rules import budget_conditions
 from agent.cost.budget import gather_budget
 from alerts.lifecycle import evaluate
 from alerts.model import State
-from alerts.rules import DEFAULT_RULES
+from alerts.rules import DEFAULT_RULES, RuleSpec
 from tests.agent.team_helpers import fill, team_config
 
 START = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
@@ -29,7 +29,7 @@ monthly_usd = 10000
 """
 
 
-def _rules() -> dict[str, object]:
+def _rules() -> dict[str, RuleSpec]:
     # One level (80 %) and a forecast from an hour of history: the figures below are one hour.
     threshold = DEFAULT_RULES["BudgetThreshold"]
     forecast = DEFAULT_RULES["ProjectedOverBudget"]
@@ -48,9 +48,9 @@ def test_a_team_over_its_budget_fires_for_that_team_only(
     now = end + timedelta(minutes=5)
     rules = _rules()
 
-    data = gather_budget(db, config, now, rules)  # type: ignore[arg-type]
-    found, evaluated = budget_conditions(rules, data)  # type: ignore[arg-type]
-    step = evaluate(rules, found, {}, now, evaluated_rules=evaluated)  # type: ignore[arg-type]
+    data = gather_budget(db, config, now, rules)
+    found, evaluated = budget_conditions(rules, data)
+    step = evaluate(rules, found, {}, now, evaluated_rules=evaluated)
 
     states = sorted(
         (s.key.rule, s.key.label_map().get("team"), s.key.label_map().get("level"), s.state)
