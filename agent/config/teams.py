@@ -31,9 +31,10 @@ LABEL_KEYS = ("team", "project")
 
 @dataclass(frozen=True, slots=True)
 class Label:
-    """A target's team and project (None: not labelled), on ``host`` or, None, on any host."""
+    """A target's team and project (None: not labelled), on ``host`` or, None, on any host;
+    ``target`` None: every target of ``host`` (a host whose GPUs one team pays for)."""
 
-    target: str
+    target: str | None
     team: str | None = None
     project: str | None = None
     host: str | None = None
@@ -46,17 +47,20 @@ class Labels:
     entries: tuple[Label, ...] = ()
 
     def of(self, host: str, target: str) -> Label:
-        """The label of ``target`` on ``host``: an entry naming the host first, then one for
-        the target's name on any host; the empty label when none matches."""
-        exact = any_host = None
+        """The label of ``target`` on ``host``, the most specific entry's: one naming both,
+        then one for the target's name on any host, then one for every target of the host;
+        the empty label when none matches."""
+        best, rank = Label(target), 0
         for entry in self.entries:
-            if entry.target != target:
+            if entry.target == target and entry.host in (host, None):
+                found = 3 if entry.host == host else 2
+            elif entry.target is None and entry.host == host:
+                found = 1
+            else:
                 continue
-            if entry.host == host:
-                exact = entry
-            elif entry.host is None:
-                any_host = entry
-        return exact or any_host or Label(target)
+            if found > rank:
+                best, rank = entry, found
+        return best
 
     def team(self, host: str, target: str) -> str:
         return self.of(host, target).team or UNLABELLED
@@ -88,19 +92,21 @@ def parse_labels(r: Reader, top: dict[str, Any], own: Iterable[Label]) -> Labels
     allowed = {"target", "host", *LABEL_KEYS}
     for i, item in enumerate(r.array(top, "labels")):
         path = f"labels[{i}]"
+        before = len(r.problems)
         t = r.table(item, path, allowed)
         target = label_value(r, t, f"{path}.target")
         host = label_value(r, t, f"{path}.host")
         team, project = (label_value(r, t, f"{path}.{key}") for key in LABEL_KEYS)
-        if f"{path}.target" not in t:
-            r.problem(f"{path}.target", "missing (the target's name, as in its `target` label)")
+        if f"{path}.target" not in t and f"{path}.host" not in t:
+            r.problem(path, "missing target or host (a target's name, a host, or both)")
         elif not any(f"{path}.{key}" in t for key in LABEL_KEYS):
             r.problem(path, "no label: give a team, a project or both")
-        elif target is None or (team is None and project is None):
+        elif len(r.problems) > before or (team is None and project is None):
             continue  # a wrong value, already reported
         elif (target, host) in seen:
+            what = f"target {target!r}" if target else "every target"
             where = f" on {host}" if host else ""
-            r.problem(f"{path}.target", f"target {target!r}{where} is labelled twice")
+            r.problem(path, f"{what}{where} is labelled twice")
         else:
             seen.add((target, host))
             entries.append(Label(target, team, project, host))

@@ -31,10 +31,12 @@ def _load(tmp_path: Path, text: str) -> None:
         ('[[targets]]\nname = "a"\nurl = "http://x/m"\nteam = ""\n', "targets[0].team: expected a"),
         ('[[targets]]\nname = "a"\nurl = "http://x/m"\nproject = 3\n', "targets[0].project"),
         ('[[labels]]\ntarget = "a"\n', "labels[0]: no label"),
-        ('[[labels]]\nteam = "x"\n', "labels[0].target: missing"),
+        ('[[labels]]\nteam = "x"\n', "labels[0]: missing target or host"),
         ('[[labels]]\ntarget = "a"\nteam = "x"\n[[labels]]\ntarget = "a"\nproject = "y"\n',
-         "labels[1].target: target 'a' is labelled twice"),
+         "labels[1]: target 'a' is labelled twice"),
         ('[[labels]]\ntarget = "a"\nteam = "(unlabelled)"\n', "labels[0].team"),
+        ('[[labels]]\nhost = "h"\nteam = "x"\n[[labels]]\nhost = "h"\nteam = "y"\n',
+         "labels[1]: every target on h is labelled twice"),
         ('[[labels]]\ntarget = "a"\nteam = "x"\ncolour = "red"\n', "labels[0].colour: unknown"),
         ('[[labels]]\ntarget = "a"\nteam = "x"\n[[budget.teams]]\nteam = "y"\nmonthly_usd = 1\n',
          "budget.teams[0].team: no target is labelled team 'y' (teams: x)"),
@@ -55,15 +57,20 @@ def test_wrong_labels_and_team_budgets_are_named_with_their_key(
 
 
 def test_labels_resolve_by_target_name_a_host_entry_first(tmp_path: Path) -> None:
-    config = team_config(
-        tmp_path, "sqlite://", '[[labels]]\ntarget = "chat"\nhost = "box-2"\nteam = "ads"\n'
+    extra = (
+        '[[labels]]\ntarget = "chat"\nhost = "box-2"\nteam = "ads"\n'
+        '[[labels]]\nhost = "box-3"\nteam = "research"\nproject = "lab"\n'
     )
+    config = team_config(tmp_path, "sqlite://", extra)
     labels = config.labels
     assert (labels.team("box", "chat"), labels.project("box", "chat")) == ("search", "assistant")
     assert labels.team("box-9", "chat") == "search"  # the target's own label: any host
     assert labels.team("box-2", "chat") == "ads"  # a [[labels]] entry for its host wins
     assert labels.team("box-2", "embed") == "(unlabelled)"  # that entry names host "box"
     assert labels.team("box", "batch") == "(unlabelled)"
+    # A host's label covers its targets that have none of their own.
+    assert (labels.team("box-3", "batch"), labels.project("box-3", "batch")) == ("research", "lab")
+    assert labels.team("box-3", "chat") == "search"
     assert config.targets[0].team == "search"
 
 
