@@ -13,9 +13,12 @@ if TYPE_CHECKING:
 
 def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, ...]]:
     """ "team" and "project" -> their lines; "(no target)" after them where GPU time was
-    held by no target (so that the lines add up to the fleet's metered cost)."""
+    held by no target (so that the lines add up to the fleet's metered cost). None where no
+    label is configured (every line would be "(unlabelled)"), as in the report."""
     from agent.cost import teams
 
+    if not labels.entries:
+        return {"team": (), "project": ()}
     rest = teams.no_target(
         s.fleet.cost_usd, s.gpu_seconds, sum(g.unpriced_seconds for g in s.gpus), s.targets
     )
@@ -29,6 +32,8 @@ def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, 
 def lines(s: Summary, labels: Labels, rule: str) -> list[str]:
     out: list[str] = []
     for kind, rows in groups(s, labels, rule).items():
+        if not rows:
+            continue
         out += ["", f"{'by ' + kind:24}{'cost USD':>14}{'useful tokens':>16}"
                     f"{'USD / M useful':>16}{'idle USD':>14}{'GPU hours':>12}"]  # fmt: skip
         for g in rows:

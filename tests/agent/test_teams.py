@@ -123,3 +123,17 @@ def test_cost_rolls_up_per_team_and_project_in_text_and_json(
         f"${per_m:,.4f}",
     ]
     assert "(unlabelled)" in text and "by project" in text
+
+
+def test_without_labels_cost_has_no_team_lines(
+    db_url: str, db: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fill(db, START, ticks=10)
+    path = tmp_path / "plain.toml"
+    path.write_text(f'host = "box"\ndatabase_url = "{db_url}"\n')
+    capsys.readouterr()
+    assert main(["cost", "--json", "--config", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["teams"], out["projects"]) == ([], [])
+    assert main(["cost", "--config", str(path)]) == 0
+    assert "by team" not in capsys.readouterr().out
