@@ -91,6 +91,7 @@ check: lint typecheck
 
 test: $(TEST_STAMP) $(FAKENVML) prometheus-tools check
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml GPUWATCH_REQUIRE_PG=1 \
+		GPUWATCH_REQUIRE_FOCUS_VALIDATOR=1 \
 		scripts/with-postgres scripts/pytest-strict -n $(TEST_WORKERS) --dist loadfile \
 		-m "not slow" $(PYTEST_ARGS)
 

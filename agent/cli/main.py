@@ -18,6 +18,7 @@ from agent.cli import breakeven as breakeven_cli
 from agent.cli import cost as cost_cli
 from agent.cli import demo as demo_cli
 from agent.cli import digest as digest_cli
+from agent.cli import export as export_cli
 from agent.cli import focus_import
 from agent.cli import report as report_cli
 from agent.cli.failures import expected, quietly
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     alerts_cli.add_parsers(sub)
     digest_cli.add_parser(sub)
     report_cli.add_parser(sub)
+    export_cli.add_parser(sub)
     demo_cli.add_parser(sub)
 
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
@@ -118,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "silence": lambda a: alerts_cli.run_silence(a, _config(a), utc_now()),
         "digest": lambda a: digest_cli.run(a, _config(a), utc_now()),
         "report": lambda a: report_cli.run(a, _config(a), utc_now()),
+        "export": lambda a: export_cli.run(a, _config(a), utc_now()),
         "demo": demo_cli.run,
     }
     try:

@@ -41,25 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "latency, alerts, queue incidents, budget and recommendations. Periods are cut in the "
         "configured timezone; the default is the current month to date.",
     )
-    period = report.add_mutually_exclusive_group()
-    period.add_argument(
-        "--month",
-        nargs="?",
-        const=_CURRENT_MONTH,
-        metavar="YYYY-MM",
-        help="a calendar month (without a value: the current month to date)",
-    )
-    period.add_argument("--last-month", action="store_true", help="the last complete month")
-    period.add_argument("--week", action="store_true", help="the current ISO week to date")
-    period.add_argument(
-        "--from",
-        dest="start",
-        metavar="DATE",
-        help="start of a range, YYYY-MM-DD (local midnight) or an ISO datetime; needs --to",
-    )
-    report.add_argument(
-        "--to", dest="end", metavar="DATE", help="end of the range, exclusive; needs --from"
-    )
+    add_period_arguments(report)
     report.add_argument(
         "--host",
         action="append",
@@ -81,6 +63,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--output", metavar="FILE", help="write the report to FILE instead of standard output"
     )
     report.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+
+
+def add_period_arguments(parser: argparse.ArgumentParser) -> None:
+    """The period flags of `report`, which `export focus` takes too (read with
+    :func:`choose_period`)."""
+    period = parser.add_mutually_exclusive_group()
+    period.add_argument(
+        "--month",
+        nargs="?",
+        const=_CURRENT_MONTH,
+        metavar="YYYY-MM",
+        help="a calendar month (without a value: the current month to date)",
+    )
+    period.add_argument("--last-month", action="store_true", help="the last complete month")
+    period.add_argument("--week", action="store_true", help="the current ISO week to date")
+    period.add_argument(
+        "--from",
+        dest="start",
+        metavar="DATE",
+        help="start of a range, YYYY-MM-DD (local midnight) or an ISO datetime; needs --to",
+    )
+    parser.add_argument(
+        "--to", dest="end", metavar="DATE", help="end of the range, exclusive; needs --from"
+    )
 
 
 def run(args: argparse.Namespace, config: Config, now: datetime) -> int:

@@ -27,6 +27,7 @@ from agent.config.alerts import AlertsConfig, parse_alerts
 from agent.config.budget import BudgetConfig as BudgetConfig
 from agent.config.budget import parse_budget
 from agent.config.digest import DigestConfig, parse_digest
+from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.limits import parse_limits
 from agent.config.notify import AlertmanagerConfig as AlertmanagerConfig
@@ -181,6 +182,7 @@ class Config:
     digest: DigestConfig = field(default_factory=DigestConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
     spool: SpoolConfig = field(default_factory=SpoolConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     demo: bool = False  # the database is `gpuwatch demo`'s (a daemon refuses the other kind)
     source: str = "built-in defaults"
 
@@ -271,6 +273,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "digest",
             "fleet",
             "spool",
+            "export",
             "demo",
         },
     )
@@ -291,6 +294,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         digest=parse_digest(r, top),
         fleet=parse_fleet(r, top),
         spool=parse_spool(r, top, database_url),
+        export=parse_export(r, top),
         demo=r.boolean(top, "demo", False),
         source=source,
     )

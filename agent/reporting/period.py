@@ -88,6 +88,14 @@ def range_period(start: str, end: str, zone: str) -> Period:
     return Period(low, high, f"{_instant_label(low, tz)}..{_instant_label(high, tz)}", zone)
 
 
+def month_bounds(at: datetime, zone: str) -> tuple[datetime, datetime]:
+    """The calendar month in ``zone`` that the instant ``at`` falls in, as [start, end) UTC
+    instants (the FOCUS export's billing period)."""
+    tz = zone_of(zone)
+    local = _aware(at, "at").astimezone(tz)
+    return _month_bounds(local.year, local.month, tz)
+
+
 def previous_period(period: Period) -> Period:
     """The period to compare with: the previous calendar month for a month (whole or to
     date: a month to date is compared with the whole month before, as "vs last month" reads),

@@ -48,8 +48,15 @@ def heavy_among(modules: list[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], BREAKEVEN, [*BREAKEVEN, "--json"], ["breakeven", "--help"], ["report", "--help"]],
-    ids=["help", "breakeven", "breakeven-json", "breakeven-help", "report-help"],
+    [
+        ["--help"],
+        BREAKEVEN,
+        [*BREAKEVEN, "--json"],
+        ["breakeven", "--help"],
+        ["report", "--help"],
+        ["export", "focus", "--help"],
+    ],
+    ids=["help", "breakeven", "breakeven-json", "breakeven-help", "report-help", "export-help"],
 )
 def test_help_and_breakeven_with_figures_import_no_database_library(args: list[str]) -> None:
     status, modules, out = loaded(args)

@@ -1,0 +1,143 @@
+"""`gpuwatch export focus`: what gpuwatch metered over a period, as a FOCUS Cost and Usage CSV.
+
+    gpuwatch export focus [--month [YYYY-MM] | --last-month | --week | --from DATE --to DATE]
+                          [--granularity hour|day] [--focus-version 1.0] [--output FILE]
+
+One row per GPU per UTC hour (or day) of the period (the periods of `gpuwatch report`, cut in
+the configured timezone; default: this month to date), priced from the cost ledger. The CSV
+goes to standard output, or to FILE, written whole or not at all (a temporary file beside it,
+renamed once complete). Notes (what was written, defaults taken, time no rate priced) go to
+standard error, so the CSV can be piped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from agent.cli.report import add_period_arguments, choose_period
+from collectors.base import GpuwatchError
+
+if TYPE_CHECKING:
+    from agent.config.settings import Config
+    from agent.reporting.model import Period
+
+VERSIONS = ("1.0",)  # agent.reporting.focus_rows.VERSIONS (not imported: the CLI starts fast)
+
+
+class ExportError(GpuwatchError):
+    """An export that cannot be written; the message names the flag or the file."""
+
+
+@dataclass
+class Written:
+    rows: int = 0
+    billed: Decimal = Decimal(0)
+    unpriced_seconds: float = 0.0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = sub.add_parser("export", help="export what gpuwatch metered (FOCUS CSV)")
+    kinds = export.add_subparsers(dest="export_kind", required=True, metavar="KIND")
+    focus = kinds.add_parser(
+        "focus",
+        help="FOCUS Cost and Usage CSV of the metered GPU time, for FinOps tools",
+        description="One row per GPU per hour (or day) of the period: GPU-hours metered and "
+        "their cost at the rate card, the GPU UUID as ResourceId, host and models in Tags. "
+        "Periods are cut in the configured timezone; the default is this month to date.",
+    )
+    add_period_arguments(focus)
+    focus.add_argument(
+        "--granularity",
+        choices=("hour", "day"),
+        default="hour",
+        help="one row per GPU per UTC hour or UTC day (default: hour)",
+    )
+    focus.add_argument(
+        "--focus-version",
+        choices=VERSIONS,
+        default=VERSIONS[-1],
+        help=f"FOCUS version of the columns (default: {VERSIONS[-1]})",
+    )
+    focus.add_argument("--output", metavar="FILE", help="write to FILE, not standard output")
+    focus.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
+
+
+def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    period = choose_period(args, now, config.timezone)
+    if args.output is None:
+        written = _export(config, period, args, sys.stdout)
+    else:
+        written = _to_file(Path(args.output), config, period, args)
+    _notes(written, config, period, args)
+    return 0
+
+
+def _to_file(path: Path, config: Config, period: Period, args: argparse.Namespace) -> Written:
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8", newline="") as out:
+            written = _export(config, period, args, out)
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"--output: cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _export(config: Config, period: Period, args: argparse.Namespace, out: TextIO) -> Written:
+    import csv
+
+    from agent.cost.provisional import reading
+    from agent.reporting.focus_charges import charges
+    from agent.reporting.focus_rows import Naming, as_csv_values, header, row
+    from agent.storage.db import open_database
+
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header(args.focus_version))
+    naming = Naming.of(config.export.focus, config.host)
+    written = Written()
+    engine = open_database(config.database_url)
+    try:
+        # Every stored minute counts, the ones not yet rolled up too, as for `gpuwatch cost`.
+        with reading(engine, config, (), (period.start, period.end)) as (conn, _):
+            for charge in charges(conn, period, args.granularity):
+                if charge.cost_usd is None:
+                    written.unpriced_seconds += charge.observed_seconds
+                    continue
+                writer.writerow(as_csv_values(row(charge, naming)))
+                written.rows += 1
+                written.billed += charge.cost_usd
+    finally:
+        engine.dispose()
+    return written
+
+
+def _notes(written: Written, config: Config, period: Period, args: argparse.Namespace) -> None:
+    from agent.config.export import DEFAULT_PROVIDER
+
+    where = "standard output" if args.output is None else args.output
+    lines = [
+        f"FOCUS {args.focus_version} export of {period.label}: {written.rows} rows "
+        f"(one per GPU per {args.granularity}), ${written.billed:,.2f} metered, to {where}"
+    ]
+    if config.export.focus.provider is None:
+        lines.append(
+            f"ProviderName is {DEFAULT_PROVIDER!r}: set [export.focus] provider to name who "
+            "hosts these GPUs"
+        )
+    if written.unpriced_seconds:
+        hours = written.unpriced_seconds / 3600
+        lines.append(
+            f"{hours:,.2f} GPU-hours left out: no [[rates]] line prices them (no cost to export)"
+        )
+    for line in lines:
+        print(f"gpuwatch: {line}", file=sys.stderr)
