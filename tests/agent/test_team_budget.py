@@ -9,10 +9,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine
 
 from agent.alerting.budget_rules import budget_conditions
 from agent.cost.budget import gather_budget
+from agent.cost.signals import cost_samples
 from alerts.lifecycle import evaluate
 from alerts.model import State
 from alerts.rules import DEFAULT_RULES, RuleSpec
@@ -72,3 +74,22 @@ def test_a_team_over_its_budget_fires_for_that_team_only(
     assert "team=search" in threshold.annotations["summary"]
     # The fleet has no budget of its own: nothing for it.
     assert all(c.key.label_map()["scope"] == "team" for c in found)
+
+
+def test_metrics_give_each_budgeted_team_its_used_ratio(
+    db_url: str, db: Engine, tmp_path: Path
+) -> None:
+    end = fill(db, START)
+    config = team_config(tmp_path, db_url, BUDGETS)
+    now = end + timedelta(minutes=5)
+    samples = cost_samples(db, config, now)
+    ratios = {
+        s.labels.get("team"): s.value
+        for s in samples
+        if s.metric == "gpuwatch_budget_used_ratio" and s.labels.get("scope") == "team"
+    }
+    search, ads = gather_budget(db, config, now).teams
+    assert ratios == {
+        "search": pytest.approx(float(search.metered_usd / 4)),
+        "ads": pytest.approx(float(ads.metered_usd / 10000)),
+    }
