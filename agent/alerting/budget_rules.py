@@ -12,6 +12,10 @@ Months are calendar months in the configured time zone (``timezone``): a budget 
 the users' month does, not at midnight UTC. A threshold alert carries its month as a label, so
 each level fires once per month and the next month's crossing is a new alert (anchors 4.4:
 once per threshold per period, reset on the period boundary).
+
+Teams: the threshold and forecast rules also judge each ``[[budget.teams]]`` team's figures
+(``BudgetInputs.teams``, :mod:`agent.cost.team_budget`) in the same evaluation, under labels
+``scope="team"`` and ``team``, so a team's alert fires and resolves for that team alone.
 """
 
 from __future__ import annotations

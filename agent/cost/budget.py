@@ -141,7 +141,8 @@ def gather_budget(
 def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
     """What :func:`gather_budget` reads for the month to date and the forecast alone (a
     report's budget section), without the hourly spend and the models' window the alerts
-    also judge. Sums of the ledger only: a month's tokens and allocations are not read."""
+    also judge. Sums of the ledger only: a month's tokens are not read, and its allocations
+    only per target where ``[[budget.teams]]`` budgets need them (agent.cost.team_budget)."""
     end = now.replace(second=0, microsecond=0)
     month_start, _ = month_bounds(now, config.zone)
     burn_start = max(month_start, end - BURN_WINDOW)
