@@ -299,8 +299,9 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         source=source,
     )
     # Labels and team budgets last: they name the targets (and their problems follow theirs).
-    labels = teams.parse_labels(r, top, (teams.Label(t.name, t.team, t.project)
-                                         for t in config.targets))  # fmt: skip
+    # A target's own label is this host's: another box may run a target of the same name.
+    own = (teams.Label(t.name, t.team, t.project, config.host) for t in config.targets)
+    labels = teams.parse_labels(r, top, own)
     config = replace(config, labels=labels, budget=parse_budget(r, top, labels))
     if r.problems:
         raise ConfigError(source, r.problems)

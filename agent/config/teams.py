@@ -7,9 +7,12 @@
     project = "assistant"
 
     [[labels]]                  # targets configured on other hosts of a shared database
-    target = "embed"
+    target = "embed"            # optional: without it, every target of the host
     host = "box-2"              # optional: without it, the target's name on any host
     team = "ads"
+
+A target's own labels are for it on this host (``host``). The most specific label counts: one
+naming the target and its host, then the target's name on any host, then the host.
 
 Labels are configuration, not stored data: they apply to the whole stored history by target
 name, so relabelling a target relabels its past. A target without a label counts as

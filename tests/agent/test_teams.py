@@ -37,6 +37,9 @@ def _load(tmp_path: Path, text: str) -> None:
         ('[[labels]]\ntarget = "a"\nteam = "(unlabelled)"\n', "labels[0].team"),
         ('[[labels]]\nhost = "h"\nteam = "x"\n[[labels]]\nhost = "h"\nteam = "y"\n',
          "labels[1]: every target on h is labelled twice"),
+        ('host = "h"\n[[targets]]\nname = "a"\nurl = "http://x/m"\nteam = "x"\n'
+         '[[labels]]\ntarget = "a"\nhost = "h"\nteam = "y"\n',
+         "labels[0]: target 'a' on h is labelled twice"),
         ('[[labels]]\ntarget = "a"\nteam = "x"\ncolour = "red"\n', "labels[0].colour: unknown"),
         ('[[labels]]\ntarget = "a"\nteam = "x"\n[[budget.teams]]\nteam = "y"\nmonthly_usd = 1\n',
          "budget.teams[0].team: no target is labelled team 'y' (teams: x)"),
@@ -64,13 +67,13 @@ def test_labels_resolve_by_target_name_a_host_entry_first(tmp_path: Path) -> Non
     config = team_config(tmp_path, "sqlite://", extra)
     labels = config.labels
     assert (labels.team("box", "chat"), labels.project("box", "chat")) == ("search", "assistant")
-    assert labels.team("box-9", "chat") == "search"  # the target's own label: any host
-    assert labels.team("box-2", "chat") == "ads"  # a [[labels]] entry for its host wins
+    assert labels.team("box-9", "chat") == "(unlabelled)"  # its own label is this host's
+    assert labels.team("box-2", "chat") == "ads"  # a [[labels]] entry for that host
     assert labels.team("box-2", "embed") == "(unlabelled)"  # that entry names host "box"
     assert labels.team("box", "batch") == "(unlabelled)"
     # A host's label covers its targets that have none of their own.
     assert (labels.team("box-3", "batch"), labels.project("box-3", "batch")) == ("research", "lab")
-    assert labels.team("box-3", "chat") == "search"
+    assert labels.team("box-3", "chat") == "research"
     assert config.targets[0].team == "search"
 
 
