@@ -354,7 +354,7 @@ def _timezone(r: Reader, top: dict[str, Any]) -> str:
     name = r.string(top, "timezone", "UTC")
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: tzdata's "name too long"
         r.problem("timezone", f"unknown time zone {name!r} (use an IANA name like 'Europe/Madrid')")
         return "UTC"
     return name
