@@ -165,3 +165,17 @@ def test_without_labels_the_report_has_no_team_sections(
     assert (report.teams, report.projects, report.team_budgets) == ((), (), ())
     assert "TEAMS" not in render(report, "table")
     assert json.loads(render(report, "json"))["teams"] == []
+
+
+def test_a_model_filter_keeps_the_teams_of_that_models_targets(
+    db_url: str, db: Engine, tmp_path: Path
+) -> None:
+    end = fill(db, START)
+    config = team_config(tmp_path, db_url)
+    period = range_period(START.isoformat(), end.isoformat(), "UTC")
+    report = build_report(db, config, period, now=end, models=["llama"], hosts=["box"])
+    (llama,) = report.models
+    (search,) = report.teams  # no "(no target)": GPU time outside the filter is not shown
+    assert (search.name, search.cost_usd, search.useful_tokens) == (
+        "search", llama.cost_usd, llama.useful_tokens)  # fmt: skip
+    assert [p.name for p in report.projects] == ["assistant"]
