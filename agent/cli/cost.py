@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -11,12 +11,12 @@ from agent.cli import cost_teams, focus_import
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
-from collectors.base import GpuwatchError
 from collectors.printable import printable
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
     from agent.cost.billing import Reconciliation
+    from agent.cost.measured import Measured
     from agent.cost.summarize import Line, Summary
 
 
@@ -52,12 +52,15 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         engine.dispose()
     rule = config.cost.useful_tokens
     if args.json:
-        document = _as_json(summary, recon) | cost_teams.as_json(summary, config.labels, rule)
-        print(json_text.dumps(document, indent=2))
+        document = _as_json(summary, recon, config.zone)
+        print(
+            json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)
+        )
     else:
-        text = _table(summary, recon, args.window) + cost_teams.lines(summary, config.labels, rule)
+        lines = _table(summary, recon, args.window, config.zone)
+        lines += cost_teams.lines(summary, config.labels, rule)
         # Model and host names come from scraped labels: no control character reaches the tty.
-        print(printable("\n".join(text), keep="\n"))
+        print(printable("\n".join(lines), keep="\n"))
     return 0
 
 
@@ -70,10 +73,11 @@ def _per_million(line: Line) -> str:
     return "n/a" if value is None else f"${value:,.4f}"
 
 
-def _table(s: Summary, r: Reconciliation, window: str) -> list[str]:
+def _table(s: Summary, r: Reconciliation, window: str, zone: tzinfo = UTC) -> list[str]:
     hours = s.gpu_seconds / 3600
+    start, end = s.start.astimezone(zone), s.end.astimezone(zone)
     lines = [
-        f"gpuwatch cost, last {window} ({s.start:%Y-%m-%d %H:%M} to {s.end:%Y-%m-%d %H:%M} UTC)",
+        f"gpuwatch cost, last {window} ({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} {zone})",
         "",
         f"{'':24}{'cost USD':>14}{'useful tokens':>16}{'USD / M useful':>16}{'total tokens':>16}"
         f"{'abandoned':>14}",
@@ -96,10 +100,22 @@ def _table(s: Summary, r: Reconciliation, window: str) -> list[str]:
         f"GPU time   {hours:,.1f} h: busy {busy:,.1f} h, idle but loaded "
         f"{s.idle_loaded_seconds / 3600:,.1f} h, unallocated {s.unallocated_seconds / 3600:,.1f} h",
         f"idle cost  ${s.idle_cost_usd:,.2f}",
-        f"billed     ${r.billed_usd:,.2f} against metered ${r.metered_usd:,.2f}: "
-        f"difference ${r.difference_usd:,.2f}" + _ratio(r.difference_ratio),
+        _billed(r),
     ]
     return lines
+
+
+def _billed(r: Reconciliation) -> str:
+    """Billed against metered; with no billing records, says so (not "$0.00 billed, -100 %")."""
+    if not r.by_source:
+        return (
+            f"billed     no billing records for this window (metered ${r.metered_usd:,.2f}: "
+            "rate card x GPU time)"
+        )
+    return (
+        f"billed     ${r.billed_usd:,.2f} by providers against metered ${r.metered_usd:,.2f}: "
+        f"difference ${r.difference_usd:,.2f}" + _ratio(r.difference_ratio)
+    )
 
 
 def _abandoned(line: Line) -> str:
@@ -119,7 +135,7 @@ def _ratio(value: Decimal | None) -> str:
     return "" if value is None else f" ({value * 100:+.1f} %)"
 
 
-def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
+def _as_json(s: Summary, r: Reconciliation, zone: tzinfo = UTC) -> dict[str, Any]:
     def line(x: Line) -> dict[str, Any]:
         per, abandoned_usd = x.usd_per_million_tokens, x.abandoned_cost_usd
         return {
@@ -138,7 +154,8 @@ def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
         }
 
     return {
-        "period": {"start": s.start.isoformat(), "end": s.end.isoformat()},
+        "period": {"start": s.start.astimezone(zone).isoformat(),
+                   "end": s.end.astimezone(zone).isoformat()},
         "fleet": line(s.fleet),
         "models": [line(m) for m in s.models],
         "hosts": [line(h) for h in s.hosts],
@@ -147,37 +164,22 @@ def _as_json(s: Summary, r: Reconciliation) -> dict[str, Any]:
         "idle_loaded_gpu_hours": s.idle_loaded_seconds / 3600,
         "unallocated_gpu_hours": s.unallocated_seconds / 3600,
         "idle_cost_usd": str(round(s.idle_cost_usd, 6)),
+        # No billing records: billed is unknown (null), not $0 (README, "gpuwatch cost").
         "reconciliation": {"metered_usd": str(round(r.metered_usd, 6)),
-                           "billed_usd": str(round(r.billed_usd, 6)),
-                           "difference_usd": str(round(r.difference_usd, 6)),
+                           "billed_usd": str(round(r.billed_usd, 6)) if r.by_source else None,
+                           "difference_usd": (str(round(r.difference_usd, 6))
+                                              if r.by_source else None),
                            "billed_by_source": {k: str(v) for k, v in r.by_source.items()}},
     }  # fmt: skip
 
 
 def measured_workload(config: Config, window: str, now: datetime | None = None) -> Workload:
-    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day."""
-    from agent.cost.summarize import summarize
-    from agent.storage.db import open_database
+    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day
+    of observed time (agent.cost.measured)."""
+    return measure_window(config, window, now or datetime.now(UTC)).workload
 
-    now = now or datetime.now(UTC)
-    seconds = parse_duration(window)
-    start, end = _minute(now - timedelta(seconds=seconds)), _minute(now)
-    engine = open_database(config.database_url)
-    try:
-        s = summarize(engine, start, end, useful=config.cost.useful_tokens)
-    finally:
-        engine.dispose()
-    if s.requests_finished <= 0:
-        raise GpuwatchError(
-            f"no finished requests stored over the last {window}: give --requests-per-day and "
-            "--gpu-seconds-per-request, or let gpuwatch collect first"
-        )
-    days = Decimal(repr(seconds / 86400))
-    requests = Decimal(repr(s.requests_finished))
-    busy = Decimal(repr(s.allocated_busy_seconds))
-    tokens = Decimal(repr(s.fleet.output_tokens))
-    return Workload(
-        requests_per_day=requests / days,
-        gpu_seconds_per_request=busy / requests,
-        tokens_per_request=tokens / requests if tokens else None,
-    )
+
+def measure_window(config: Config, window: str, now: datetime) -> Measured:
+    from agent.cost.measured import measure
+
+    return measure(config, parse_duration(window), now, window)

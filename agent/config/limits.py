@@ -4,7 +4,7 @@
 name = "vllm"
 url = "http://127.0.0.1:8000/metrics"
 sample_limit = 50000               # 0: no limit
-label_limit = 30
+label_limit = 64
 label_name_length_limit = 128
 label_value_length_limit = 2048
 series_per_day_limit = 20000       # ours: new series a target may create in a UTC day

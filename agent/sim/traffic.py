@@ -30,12 +30,13 @@ values into the cumulative bucket counts for any bucket set.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from agent.sim.gpus import GpuReading, default_gpu
 
 FINISH_REASONS = ("stop", "length", "abort", "error")
 SUCCESSFUL = frozenset({"stop", "length"})
@@ -213,49 +214,6 @@ class Gauges:
 
 
 @dataclass(frozen=True)
-class GpuReading:
-    """What dcgm-exporter reports for one GPU. FB_FREE is derived, so USED+FREE+RESERVED=total."""
-
-    index: int
-    uuid: str
-    pci_bus_id: str
-    model_name: str = "NVIDIA H100 80GB HBM3"
-    util_pct: int = 0
-    mem_copy_util_pct: int = 0
-    enc_util_pct: int = 0
-    dec_util_pct: int = 0
-    fb_total_mib: int = 81559
-    fb_used_mib: int = 0
-    fb_reserved_mib: int = 552
-    power_w: float = 69.5
-    gpu_temp_c: int = 31
-    memory_temp_c: int = 29
-    sm_clock_mhz: int = 345
-    mem_clock_mhz: int = 2619
-    energy_mj: int = 8_000_000  # counter since boot; engine restarts do not reset it
-    pcie_replay: int = 0
-    xid: int = 0  # the last Xid (DCGM_FI_DEV_XID_ERRORS), 0: none
-    correctable_remapped_rows: int = 0
-    uncorrectable_remapped_rows: int = 0
-    row_remap_failure: int = 0
-    gr_engine_active: float = 0.0
-    tensor_active: float = 0.0
-    dram_active: float = 0.0
-    pcie_tx_bytes: int = 0
-    pcie_rx_bytes: int = 0
-
-    @property
-    def fb_free_mib(self) -> int:
-        return self.fb_total_mib - self.fb_used_mib - self.fb_reserved_mib
-
-
-def _default_gpu(hostname: str, index: int) -> GpuReading:
-    h = hashlib.sha256(f"{hostname}/{index}".encode()).hexdigest()
-    uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-    return GpuReading(index=index, uuid=uuid, pci_bus_id=f"00000000:{0x18 + 0x10 * index:02X}:00.0")
-
-
-@dataclass(frozen=True)
 class Totals:
     """Truth over a set of requests. Prompt tokens include cached ones; computed excludes them."""
 
@@ -375,7 +333,7 @@ class Traffic:
         self._hostname = hostname
         self._max_model_len = max_model_len
         self._seq = 0
-        self._gpus = [_default_gpu(hostname, i) for i in range(gpus)]
+        self._gpus = [default_gpu(hostname, i) for i in range(gpus)]
         self._started_at = clock()
         self._reset_engines()
 
@@ -417,14 +375,22 @@ class Traffic:
         return done
 
     def drop(
-        self, n: int, *, after_tokens: int, model: str | None = None, engine: str = "0"
+        self,
+        n: int,
+        *,
+        after_tokens: int,
+        model: str | None = None,
+        engine: str = "0",
+        row: int | None = None,
     ) -> tuple[Request, ...]:
         """The next ``n`` requests of the cycle are streams whose client went away after
         ``after_tokens`` output tokens (fewer if the request would have stopped sooner). As
         in vLLM, what the engine generated for them counts in its token counters, but no
         finish reason and no per-request histogram sees them (vLLM 0.32 on a real server:
-        a dropped stream is not an "abort")."""
+        a dropped stream is not an "abort"). ``row``: every one is that row of the cycle,
+        which then does not move on (the demo's fixed per-cycle arithmetic needs that)."""
         name = self._check(model, engine)
+        seqs = [row] * n if row is not None else [self._seq + i for i in range(n)]
         with self._lock:
             gone = tuple(
                 dataclasses.replace(
@@ -433,11 +399,10 @@ class Traffic:
                     finish_reason=DROPPED,
                 )
                 for request in (
-                    make_request(self._seq + i, name, engine, self._profiles, self._itl_cycle)
-                    for i in range(n)
+                    make_request(seq, name, engine, self._profiles, self._itl_cycle) for seq in seqs
                 )
             )
-            self._seq += n
+            self._seq += 0 if row is not None else n
             self._dropped.extend(gone)
         return gone
 

@@ -53,6 +53,47 @@ CACHE_CONFIG: Labels = (
     ("num_gpu_blocks", "27264"),
     ("swap_space", "4"),
 )
+# What a real vLLM 0.32.0 labels it with (tests/fixtures/vllm-real): 37 labels with engine,
+# 38 with the name, more than gpuwatch's old default label_limit of 30 allowed.
+CACHE_CONFIG_WIDE: Labels = (
+    ("_block_size_resolved", "True"),
+    ("block_size", "128"),
+    ("cache_dtype", "auto"),
+    ("cache_hit_alignment_tokens", "None"),
+    ("effective_attention_block_size", "128"),
+    ("enable_mamba_shared_prefix_checkpoint", "False"),
+    ("enable_prefix_caching", "True"),
+    ("gpu_memory_utilization", "0.92"),
+    ("hash_block_size", "None"),
+    ("is_attention_free", "False"),
+    ("kv_cache_dtype_skip_layers", "[]"),
+    ("kv_cache_layout", "None"),
+    ("kv_cache_max_concurrency", "512.0"),
+    ("kv_cache_memory_bytes", "1073741824"),
+    ("kv_cache_size_tokens", "1048576"),
+    ("kv_offloading_backend", "native"),
+    ("kv_offloading_size", "None"),
+    ("kv_sharing_fast_prefill", "False"),
+    ("mamba_block_size", "None"),
+    ("mamba_cache_dtype", "auto"),
+    ("mamba_cache_mode", "none"),
+    ("mamba_page_size_padded", "None"),
+    ("mamba_ssm_cache_dtype", "float32"),
+    ("num_cpu_blocks", "None"),
+    ("num_gpu_blocks", "8192"),
+    ("num_gpu_blocks_override", "None"),
+    ("prefix_cache_retention_interval", "0"),
+    ("prefix_caching_hash_algo", "sha256"),
+    ("prefix_match_unit", "None"),
+    ("replayssm_buffer_len", "16"),
+    ("skip_page_size_padded", "None"),
+    ("sliding_window", "None"),
+    ("swa_bounded_replay", "True"),
+    ("use_kda_recoverssm", "False"),
+    ("use_replayssm", "False"),
+    ("user_specified_block_size", "False"),
+)
+WIDE_CACHE_CONFIG_SINCE = (0, 30, 0)
 
 
 def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:

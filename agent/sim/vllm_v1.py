@@ -14,6 +14,7 @@ from agent.sim.expo import Family, Scalar
 from agent.sim.traffic import Gauges, Snapshot
 from agent.sim.vllm_spec import (
     CACHE_CONFIG,
+    CACHE_CONFIG_WIDE,
     H_DECODE,
     H_GENERATION,
     H_GPU_KV,
@@ -31,6 +32,7 @@ from agent.sim.vllm_spec import (
     REQUEST_PARAMS,
     TPOT,
     TTFT,
+    WIDE_CACHE_CONFIG_SINCE,
     Builder,
     Child,
     Version,
@@ -301,7 +303,12 @@ def _v1_token_counters(b: Builder, v: Version) -> None:
 
 def _v1_info(b: Builder, v: Version, snap: Snapshot) -> None:
     # cache_config_info carries the CacheConfig fields and engine, but no model_name.
-    series = tuple(Scalar(CACHE_CONFIG + (("engine", e),), 1.0) for e in snap.engines)
+    def labels(engine: str) -> tuple[tuple[str, str], ...]:
+        if v >= WIDE_CACHE_CONFIG_SINCE:  # as a real 0.32 prints them: sorted, engine among
+            return tuple(sorted(CACHE_CONFIG_WIDE + (("engine", engine),)))
+        return CACHE_CONFIG + (("engine", engine),)
+
+    series = tuple(Scalar(labels(e), 1.0) for e in snap.engines)
     help_ = "Information of the LLMEngine CacheConfig"
     b.families.append(Family("vllm:cache_config_info", "gauge", help_, series))
     if v >= (0, 12, 0):

@@ -170,7 +170,7 @@ def many_models(body: str) -> str:
         (
             replacing(
                 r'model_name="bad-model"',
-                ",".join(f'l{i}="v"' for i in range(40)) + ',model_name="bad-model"',
+                ",".join(f'l{i}="v"' for i in range(70)) + ',model_name="bad-model"',
             ),
             "label_limit exceeded (metric: vllm:",
         ),  # fmt: skip
