@@ -372,17 +372,10 @@ def _summary(
         allocated_busy_seconds=sum(a["busy_seconds"] for a in allocations),
         idle_cost_usd=sum((g.idle_cost_usd for g in gpus), Decimal(0)),
         requests_finished=total_tokens.requests,
-        targets=_target_uses(allocations),
+        targets={(a["host"], a["target"]): TargetUse(a["cost_usd"] or Decimal(0), a["seconds"],
+                 a["busy_seconds"], a["unpriced_seconds"] or 0.0) for a in allocations},
         tokens=dict(tokens),
-    )
-
-
-def _target_uses(allocations: Sequence[Any]) -> dict[tuple[str, str], TargetUse]:
-    return {
-        (a["host"], a["target"]): TargetUse(a["cost_usd"] or Decimal(0), a["seconds"],
-                                            a["busy_seconds"], a["unpriced_seconds"] or 0.0)
-        for a in allocations
-    }  # fmt: skip
+    )  # fmt: skip
 
 
 def unknown_cost(gpus: Sequence[GpuLine]) -> str | None:
