@@ -12,6 +12,10 @@ Months are calendar months in the configured time zone (``timezone``): a budget 
 the users' month does, not at midnight UTC. A threshold alert carries its month as a label, so
 each level fires once per month and the next month's crossing is a new alert (anchors 4.4:
 once per threshold per period, reset on the period boundary).
+
+Teams: the threshold and forecast rules also judge each ``[[budget.teams]]`` team's figures
+(``BudgetInputs.teams``, :mod:`agent.cost.team_budget`) in the same evaluation, under labels
+``scope="team"`` and ``team``, so a team's alert fires and resolves for that team alone.
 """
 
 from __future__ import annotations
@@ -34,6 +38,24 @@ BudgetRuleFn = Callable[[RuleSpec, BudgetInputs], list[Condition] | None]
 
 
 # -- the rules (pure) -------------------------------------------------------------------------
+
+
+def _scope(inputs: BudgetInputs) -> dict[str, str]:
+    """The fleet's alerts are scope "fleet"; a team's (``[[budget.teams]]``) carry its name."""
+    return {"scope": "team", "team": inputs.team} if inputs.team else {"scope": FLEET}
+
+
+def _with_teams(rule: BudgetRuleFn) -> BudgetRuleFn:
+    """``rule`` over the fleet's figures, then over each budgeted team's: one evaluation, so a
+    team's alert resolves like the fleet's when its condition no longer holds."""
+
+    def run(spec: RuleSpec, inputs: BudgetInputs) -> list[Condition] | None:
+        found = rule(spec, inputs)
+        if found is None:
+            return None
+        return found + [c for team in inputs.teams for c in rule(spec, team) or []]
+
+    return run
 
 
 def budget_conditions(
@@ -76,7 +98,7 @@ def budget_threshold(spec: RuleSpec, inputs: BudgetInputs) -> list[Condition]:
     for level, fraction in sorted(levels.items(), key=lambda item: item[1]):
         if ratio < Decimal(repr(fraction)):
             continue
-        labels = {"scope": FLEET, "month": inputs.month, "level": level}
+        labels = {**_scope(inputs), "month": inputs.month, "level": level}
         annotations = {"spent_usd": f"{spent:.2f}", "budget_usd": f"{budget:.2f}",
                        "source": inputs.source}  # fmt: skip
         if critical is not None and fraction >= critical:
@@ -104,7 +126,7 @@ def projected_over_budget(spec: RuleSpec, inputs: BudgetInputs) -> list[Conditio
     spent, forecast = inputs.spent_usd, inputs.forecast_usd
     if forecast <= budget:
         return []
-    labels = {"scope": FLEET, "month": inputs.month}
+    labels = {**_scope(inputs), "month": inputs.month}
     ratio = forecast / budget
     if spent >= budget:
         when = f"the budget is already spent ({_usd(spent)}, {inputs.source})"
@@ -200,8 +222,8 @@ def cost_per_mtok_high(spec: RuleSpec, inputs: BudgetInputs) -> list[Condition]:
 
 
 BUDGET_RULES: Mapping[str, BudgetRuleFn] = {
-    "BudgetThreshold": budget_threshold,
-    "ProjectedOverBudget": projected_over_budget,
+    "BudgetThreshold": _with_teams(budget_threshold),
+    "ProjectedOverBudget": _with_teams(projected_over_budget),
     "BurnRateJump": burn_rate_jump,
     "CostPerMtokHigh": cost_per_mtok_high,
 }

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from agent.cli import focus_import
+from agent.cli import cost_teams, focus_import
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
@@ -50,11 +50,16 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
+    rule = config.cost.useful_tokens
     if args.json:
-        print(json_text.dumps(_as_json(summary, recon, config.zone), indent=2))
+        document = _as_json(summary, recon, config.zone)
+        print(
+            json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)
+        )
     else:
-        # Model and host names come from scraped labels: no control character reaches the tty.
         lines = _table(summary, recon, args.window, config.zone)
+        lines += cost_teams.lines(summary, config.labels, rule)
+        # Model and host names come from scraped labels: no control character reaches the tty.
         print(printable("\n".join(lines), keep="\n"))
     return 0
 

@@ -53,7 +53,13 @@ def run(
     # Here, not at the top: slack_sdk is for this command only, and every other command
     # (a report, an alerts listing, `gpuwatch --help`) would load it first; SQLAlchemy too.
     from agent.reporting.digest import digest_payload
-    from agent.reporting.digest_job import SlackDigestSender, Status, report_builder, send_now
+    from agent.reporting.digest_job import (
+        SlackDigestSender,
+        Status,
+        report_builder,
+        send_now,
+        team_senders,
+    )
     from agent.reporting.period import last_week_period
     from agent.storage.db import open_database
 
@@ -75,13 +81,16 @@ def run(
             print(json_text.dumps(payload, indent=2, ensure_ascii=False))
             return 0
         assert sender is not None
-        outcome = send_now(engine, config.host, config.timezone, build, sender, now)
+        teams = team_senders(config)
+        outcome = send_now(engine, config.host, config.timezone, build, sender, now, teams)
     finally:
         engine.dispose()
     label = outcome.week.label if outcome.week else "?"
     if outcome.status is Status.SENT:
         print(f"digest for {label} posted to Slack")
-        return 0
+        if outcome.detail:  # a team's digest that failed (the fleet's went out)
+            print(f"not posted: {outcome.detail}")
+        return 1 if outcome.detail else 0
     detail = f" ({outcome.detail})" if outcome.detail else ""
     print(f"digest for {label} not posted: {outcome.status.value.replace('_', ' ')}{detail}")
     return 0 if outcome.status is Status.ALREADY_SENT else 1

@@ -103,7 +103,7 @@ def _export(config: Config, period: Period, args: argparse.Namespace, out: TextI
 
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header(args.focus_version))
-    naming = Naming.of(config.export.focus, config.host)
+    naming = Naming.of(config.export.focus, config.host, config.labels)
     written = Written()
     engine = open_database(config.database_url)
     try:

@@ -14,8 +14,7 @@ import os
 import socket
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -23,7 +22,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from agent.config import teams
 from agent.config.alerts import AlertsConfig, parse_alerts
+from agent.config.budget import BudgetConfig as BudgetConfig
+from agent.config.budget import parse_budget
 from agent.config.cost import CostConfig as CostConfig
 from agent.config.cost import parse_cost
 from agent.config.digest import DigestConfig, parse_digest
@@ -120,6 +122,8 @@ class TargetConfig:
     unit: str | None = None
     gpus: tuple[str, ...] = ()
     limits: ScrapeLimits = field(default_factory=ScrapeLimits)  # agent.config.limits
+    team: str | None = None  # who pays for its GPU time (agent.config.teams)
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +156,6 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class BudgetConfig:
-    monthly_usd: Decimal | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``source`` names the file it came from, or 'built-in defaults'."""
 
@@ -171,6 +170,7 @@ class Config:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    labels: teams.Labels = field(default_factory=teams.Labels)  # team and project per target
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     digest: DigestConfig = field(default_factory=DigestConfig)
@@ -256,6 +256,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "daemon",
             "collectors",
             "targets",
+            "labels",
             "rates",
             "budget",
             "notify",
@@ -282,7 +283,6 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         cost=parse_cost(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
-        budget=_budget(r, top),
         notify=parse_notify(r, top),
         alerts=parse_alerts(r, top),
         digest=parse_digest(r, top),
@@ -292,6 +292,11 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         demo=r.boolean(top, "demo", False),
         source=source,
     )
+    # Labels and team budgets last: they name the targets (and their problems follow theirs).
+    # A target's own label is this host's: another box may run a target of the same name.
+    own = (teams.Label(t.name, t.team, t.project, config.host) for t in config.targets)
+    labels = teams.parse_labels(r, top, own)
+    config = replace(config, labels=labels, budget=parse_budget(r, top, labels))
     if r.problems:
         raise ConfigError(source, r.problems)
     return config
@@ -343,7 +348,7 @@ def _timezone(r: Reader, top: dict[str, Any]) -> str:
     name = r.string(top, "timezone", "UTC")
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: tzdata's "name too long"
         r.problem("timezone", f"unknown time zone {name!r} (use an IANA name like 'Europe/Madrid')")
         return "UTC"
     return name
@@ -391,7 +396,8 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
     out: list[TargetConfig] = []
     names: set[str] = set()
     allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
-               "timeout", "max_response_bytes", "unit", "gpus", *LIMIT_KEYS}  # fmt: skip
+               "timeout", "max_response_bytes", "unit", "gpus", *teams.LABEL_KEYS,
+               *LIMIT_KEYS}  # fmt: skip
     items = r.array(top, "targets")
     if len(items) > MAX_TARGETS:
         r.problem("targets", f"at most {MAX_TARGETS} targets per host, got {len(items)}")
@@ -425,10 +431,11 @@ def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
         unit = r.optional_string(t, f"{path}.unit")
         gpus = _gpu_list(r, t, f"{path}.gpus")
         limits = parse_limits(r, t, path)
+        team, project = (teams.label_value(r, t, f"{path}.{k}") for k in teams.LABEL_KEYS)
         if name is not None and url is not None:
             names.add(name)
             out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus,
-                                    limits))  # fmt: skip
+                                    limits, team, project))  # fmt: skip
     return tuple(out)
 
 
@@ -470,8 +477,3 @@ def _retention(r: Reader, top: dict[str, Any]) -> RetentionConfig:
         minute_seconds=r.duration(t, "retention.per_minute", d.minute_seconds),
         hour_seconds=r.duration(t, "retention.per_hour", d.hour_seconds),
     )
-
-
-def _budget(r: Reader, top: dict[str, Any]) -> BudgetConfig:
-    t = r.sub(top, "budget", {"monthly_usd"})
-    return BudgetConfig(monthly_usd=r.money(t, "budget.monthly_usd"))

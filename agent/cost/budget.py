@@ -24,6 +24,7 @@ from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.split import Split
 from agent.cost.summarize import Line, metered_usd, summarize
+from agent.cost.team_budget import team_inputs
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from migrations.schema import gpu_usage
 
@@ -52,6 +53,8 @@ class BudgetInputs:
     hourly_usd: tuple[tuple[datetime, Decimal], ...] = ()  # complete hours, oldest first
     models: tuple[Line, ...] = ()  # per model over ``model_window_seconds``
     model_window_seconds: float = 86400.0
+    team: str | None = None  # set: these are that team's figures ([[budget.teams]])
+    teams: tuple[BudgetInputs, ...] = ()  # each budgeted team's, beside the fleet's
 
     @property
     def month_start(self) -> datetime:
@@ -153,11 +156,13 @@ def gather_budget(
 def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
     """What :func:`gather_budget` reads for the month to date and the forecast alone (a
     report's budget section), without the hourly spend and the models' window the alerts
-    also judge. Sums of the ledger only: a month's tokens and allocations are not read."""
+    also judge. Sums of the ledger only: a month's tokens are not read, and its allocations
+    only per target where ``[[budget.teams]]`` budgets need them (agent.cost.team_budget)."""
     end = now.replace(second=0, microsecond=0)
     month_start, _ = month_bounds(now, config.zone)
-    burn_usd, burn_seconds = _burn(engine, max(month_start, end - BURN_WINDOW), end)
-    return BudgetInputs(
+    burn_start = max(month_start, end - BURN_WINDOW)
+    burn_usd, burn_seconds = _burn(engine, burn_start, end)
+    fleet = BudgetInputs(
         now=now,
         budget_usd=config.budget.monthly_usd,
         metered_usd=metered_usd(engine, month_start, end),
@@ -166,6 +171,7 @@ def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
         burn_usd=burn_usd,
         burn_seconds=burn_seconds,
     )
+    return replace(fleet, teams=team_inputs(engine, config, fleet, burn_start))
 
 
 def _seconds(rules: Mapping[str, RuleSpec], rule: str, name: str) -> float:

@@ -14,7 +14,8 @@ whole fleet.
   ``scope="host"`` over this host's GPUs and tokens, ``scope="fleet"`` over every host's.
 - ``gpuwatch_budget_used_ratio{scope="fleet"}``: month-to-date spend over
   ``budget.monthly_usd``; the spend is what providers billed this month when they billed
-  anything, else the metered figure of the whole fleet.
+  anything, else the metered figure of the whole fleet. ``{scope="team", team}``: per
+  ``[[budget.teams]]`` team, its metered (allocated) cost over its ``monthly_usd``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from agent.cost.billing import billed
 from agent.cost.ratecard import RateCard
 from agent.cost.split import DAY, HOUR, MINUTE
 from agent.cost.summarize import Summary, summarize
+from agent.cost.teams import team_costs
 from collectors.base import Sample
 from migrations.schema import cost_records, gpu_usage
 
@@ -90,7 +92,20 @@ def fleet_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]
             used = _month_spend(engine, summary.fleet.cost_usd, start, end)
             ratio = used / config.budget.monthly_usd
             out.append(_sample("gpuwatch_budget_used_ratio", ratio, now, fleet))
+        if name == "month":
+            out += _team_budgets(config, summary, now)
     return out
+
+
+def _team_budgets(config: Config, month: Summary, now: datetime) -> list[Sample]:
+    """Each budgeted team's month to date over its budget (the team budget alerts' figure)."""
+    spent = team_costs(config.labels, {key: t.cost for key, t in month.targets.items()})
+    return [
+        _sample("gpuwatch_budget_used_ratio", spent.get(b.team, Decimal(0)) / b.monthly_usd, now,
+                {"scope": "team", "team": b.team})
+        for b in config.budget.teams
+        if b.monthly_usd
+    ]  # fmt: skip
 
 
 def _windows(config: Config, now: datetime) -> list[tuple[str, datetime, datetime]]:

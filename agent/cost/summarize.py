@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -164,6 +164,16 @@ class GpuLine:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetUse:
+    """A target's allocated GPU time over a window, and its cost (``gpu_allocations``)."""
+
+    cost: Decimal = Decimal(0)
+    seconds: float = 0.0
+    busy: float = 0.0
+    unpriced: float = 0.0  # seconds no rate priced
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """Everything a window costs and produced."""
 
@@ -179,6 +189,9 @@ class Summary:
     allocated_busy_seconds: float
     idle_cost_usd: Decimal
     requests_finished: float
+    # Per (host, target), for the roll-ups by team and project (agent.cost.teams).
+    targets: Mapping[tuple[str, str], TargetUse] = field(default_factory=dict)
+    tokens: Mapping[TokenKey, Tokens] = field(default_factory=dict)
 
     @property
     def idle_loaded_seconds(self) -> float:
@@ -359,7 +372,10 @@ def _summary(
         allocated_busy_seconds=sum(a["busy_seconds"] for a in allocations),
         idle_cost_usd=sum((g.idle_cost_usd for g in gpus), Decimal(0)),
         requests_finished=total_tokens.requests,
-    )
+        targets={(a["host"], a["target"]): TargetUse(a["cost_usd"] or Decimal(0), a["seconds"],
+                 a["busy_seconds"], a["unpriced_seconds"] or 0.0) for a in allocations},
+        tokens=dict(tokens),
+    )  # fmt: skip
 
 
 def unknown_cost(gpus: Sequence[GpuLine]) -> str | None:

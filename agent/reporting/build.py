@@ -42,6 +42,7 @@ from agent.reporting.parts import (
 from agent.reporting.period import local_days, previous_period
 from agent.reporting.queries import Wanted, Window, billed_by_source, gauges, gpu_names, history
 from agent.reporting.recommendations import recommendations
+from agent.reporting.team_parts import group_rows, team_budget_rows
 
 
 def build_report(
@@ -78,6 +79,7 @@ def build_report(
     gpus = gpu_rows(figures, measured, names)
     alerts = [a for a in fired if wanted.keeps_alert(a, figures.targets, figures.gpus)]
     models_rows = model_rows(figures, earlier, measured)
+    teams, projects = group_rows(figures, config)
     return Report(
         generated_at=now,
         period=period,
@@ -102,4 +104,7 @@ def build_report(
         model_days=model_days(figures, days, rule),
         gpu_days=gpu_days(figures, gpus, days),
         data=DataExtent(coverage.first, coverage.last),
+        teams=teams,
+        projects=projects,
+        team_budgets=team_budget_rows(engine, config, period, now),
     )

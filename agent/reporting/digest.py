@@ -49,6 +49,15 @@ def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
         _list_section(
             "Cost per 1M tokens by model (vs the week before)", _model_lines(report), "models"
         ),
+        *(
+            [
+                _list_section(
+                    "By team (cost · per 1M tokens · idle · budget)", team_lines(report), "teams"
+                )
+            ]
+            if report.teams
+            else []
+        ),  # fmt: skip
         _list_section("Latency p99 (TTFT · end to end)", _latency_lines(report), "models"),
         _list_section("Top idle waste", _waste_lines(report), "GPUs"),
         _list_section("Alerts", _alert_lines(report), "rules"),
@@ -207,6 +216,32 @@ def _model_lines(report: Report) -> list[str]:
         lines.append(
             f"`{spark}` *{_fit(row.model, NAME_LIMIT)}*: {per_m} · {cost}{_abandoned(row)}"
         )
+    return lines
+
+
+def team_lines(report: Report, only: str | None = None) -> list[str]:
+    """Per team (``only``: that one), its cost, cost per million useful tokens, idle dollars
+    and, where it has a ``[[budget.teams]]`` budget, the month so far and the forecast."""
+    budgets = {b.team: b for b in report.team_budgets}
+    lines = []
+    for row in report.teams:
+        if only is not None and row.name != only:
+            continue
+        unknown = row.cost_unknown_reason is not None
+        per_m = row.cost_per_million_tokens_usd
+        line = (
+            f"*{_fit(row.name, NAME_LIMIT)}*: {'cost unknown' if unknown else usd(row.cost_usd)}"
+            f" · {'n/a' if per_m is None else usd(per_m)} per 1M"
+            f" · {'idle unknown' if unknown else usd(row.idle_cost_usd) + ' idle'}"
+        )
+        budget = budgets.get(row.name)
+        if budget is not None and budget.monthly_usd is not None:
+            used = f" ({percent(budget.used_ratio)})" if budget.used_ratio is not None else ""
+            line += (
+                f" · {budget.month}: {usd(budget.spent_usd)} of {usd(budget.monthly_usd)}{used},"
+                f" forecast {usd(budget.forecast_usd)}"
+            )
+        lines.append(line)
     return lines
 
 

@@ -44,7 +44,7 @@ whatever may not have been delivered, and accepts a small window for a duplicate
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
@@ -60,6 +60,7 @@ from agent.config.settings import Config, SlackConfig
 from agent.reporting.digest import digest_payload
 from agent.reporting.model import Period, Report
 from agent.reporting.period import last_week_period, previous_period
+from agent.reporting.team_digest import team_digest_payload
 from alerts.notify import NotifyError, SendResult, shorten
 from migrations.schema import digests
 
@@ -97,6 +98,10 @@ class DigestSender(Protocol):
     def post(self, payload: Mapping[str, Any], now: datetime) -> SendResult:
         """Post once; classify a failure in the result (redacted), never raise."""
         ...
+
+
+# A team's digest and where it goes: (team, its channel's sender), from [[budget.teams]].
+TeamSenders = Sequence[tuple[str, DigestSender]]
 
 
 # -- the schedule (pure) ---------------------------------------------------------------------
@@ -245,6 +250,7 @@ class DigestJob:
     schedule: DigestConfig
     build: ReportBuilder
     sender: DigestSender
+    teams: TeamSenders = ()
 
     @classmethod
     def from_config(
@@ -264,7 +270,8 @@ class DigestJob:
         if sender is None:
             raise NotifyError("digest: enabled, but [notify.slack] is not configured")
         build = build or report_builder(engine, config)
-        return cls(engine, config.host, config.timezone, schedule, build, sender)
+        teams = team_senders(config)
+        return cls(engine, config.host, config.timezone, schedule, build, sender, teams)
 
     def run(self, now: datetime) -> Outcome:
         """Send the due week's digest unless it is sent or being sent; never raises for a
@@ -273,15 +280,23 @@ class DigestJob:
         week = due_week(now, self.timezone, s.weekday, s.at, s.grace)
         if week is None:
             return Outcome(Status.NOT_DUE)
-        return send_week(self.engine, self.host, week, self.build, self.sender, now, RETRY_FAILED)
+        return send_week(
+            self.engine, self.host, week, self.build, self.sender, now, RETRY_FAILED, self.teams
+        )
 
 
 def send_now(
-    engine: Engine, host: str, zone: str, build: ReportBuilder, sender: DigestSender, now: datetime
+    engine: Engine,
+    host: str,
+    zone: str,
+    build: ReportBuilder,
+    sender: DigestSender,
+    now: datetime,
+    teams: TeamSenders = (),
 ) -> Outcome:
     """`gpuwatch digest --send`: the last complete week's digest now, through the record."""
     week = last_week_period(now, zone)
-    return send_week(engine, host, week, build, sender, now, timedelta(0))
+    return send_week(engine, host, week, build, sender, now, timedelta(0), teams)
 
 
 def send_week(
@@ -292,6 +307,7 @@ def send_week(
     sender: DigestSender,
     now: datetime,
     retry_failed_after: timedelta,
+    teams: TeamSenders = (),
 ) -> Outcome:
     claim = claim_week(engine, week.start, host, now, retry_failed_after=retry_failed_after)
     if claim is None:
@@ -320,7 +336,37 @@ def send_week(
             "digest for %s: posted, but re-claimed meanwhile; it may go out twice", week.label
         )
     log.info("digest for %s posted to Slack", week.label)
-    return Outcome(Status.SENT, week)
+    return Outcome(Status.SENT, week, _post_teams(report, teams, now, week.label))
+
+
+def _post_teams(report: Report, teams: TeamSenders, now: datetime, label: str) -> str:
+    """Each team's digest to its channel, once, after the fleet's went out (the week's record
+    covers the fleet's post: a failed team post is logged and said, not retried)."""
+    failed = []
+    for team, sender in teams:
+        result = sender.post(team_digest_payload(report, team), now)
+        if result.ok:
+            log.info("digest for %s: team %s's posted to Slack", label, team)
+        else:
+            log.warning("digest for %s: team %s's post failed: %s", label, team, result.reason)
+            failed.append(f"team {team}: {result.reason}")
+    return "; ".join(failed)
+
+
+def team_senders(config: Config, base_url: str | None = None) -> list[tuple[str, DigestSender]]:
+    """A sender per ``[[budget.teams]]`` team with a ``slack_channel``, through the Slack token
+    of ``[notify.slack]`` (the config refuses a team channel without one)."""
+    token = config.notify.slack.token
+    if token is None:
+        return []
+    return [
+        (
+            b.team,
+            SlackDigestSender(token=token.reveal(), channel=b.slack_channel, base_url=base_url),
+        )
+        for b in config.budget.teams
+        if b.slack_channel is not None
+    ]
 
 
 def report_builder(engine: Engine, config: Config) -> ReportBuilder:

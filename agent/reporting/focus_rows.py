@@ -20,6 +20,7 @@ from decimal import Decimal
 from functools import lru_cache
 
 from agent.config.export import DEFAULT_PROVIDER, FocusExportConfig
+from agent.config.teams import Labels
 from agent.reporting.focus_charges import Charge
 
 VERSIONS = ("1.0",)  # what the FinOps Foundation's validator here checks (focus-validator 1.0.0)
@@ -47,6 +48,7 @@ _MONEY = Decimal("1e-12")  # the ledger's scale: exact
 _PRICE = Decimal("1e-6")
 _QUANTITY = Decimal("1e-9")  # GPU-hours to 3.6 microseconds
 _HOUR_SECONDS = Decimal(3600)
+NO_LABELS = Labels()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +63,20 @@ class Naming:
     region_id: str | None
     region_name: str | None
     availability_zone: str | None
+    labels: Labels = NO_LABELS  # the team and project tags (agent.config.teams)
 
     @classmethod
-    def of(cls, config: FocusExportConfig, host: str) -> Naming:
+    def of(cls, config: FocusExportConfig, host: str, labels: Labels = NO_LABELS) -> Naming:
         provider = config.provider or DEFAULT_PROVIDER
         account = config.billing_account_id or host
         return cls(
             provider, config.publisher or provider, config.invoice_issuer or provider,
             account, config.billing_account_name or account,
-            config.region_id, config.region_name, config.availability_zone,
+            config.region_id, config.region_name, config.availability_zone, labels,
         )  # fmt: skip
 
 
-def tags(charge: Charge) -> dict[str, str]:
+def tags(charge: Charge, labels: Labels = NO_LABELS) -> dict[str, str]:
     """The Tags of a charge: the one place they are built. Values are scalars (FOCUS), so
     several models or targets on one GPU are one comma-separated value, sorted. Labels a user
     configures (team, project) are user-defined tags: they go here without the prefix."""
@@ -82,6 +85,9 @@ def tags(charge: Charge) -> dict[str, str]:
         out[f"{TAG_PREFIX}target"] = ",".join(charge.targets)
     if charge.models:
         out[f"{TAG_PREFIX}model"] = ",".join(charge.models)
+    if labels.entries and charge.targets:  # "(unlabelled)" where a target has no label
+        for key, of in (("team", labels.team), ("project", labels.project)):
+            out[key] = ",".join(sorted({of(charge.host, t) for t in charge.targets}))
     return out
 
 
@@ -116,7 +122,7 @@ def row(charge: Charge, naming: Naming) -> dict[str, str | None]:
         "ServiceCategory": "Compute", "ServiceName": SERVICE_NAME,
         "SkuId": sku, "SkuPriceId": sku,
         "SubAccountId": charge.host, "SubAccountName": charge.host,
-        "Tags": json.dumps(tags(charge), sort_keys=True, ensure_ascii=False),
+        "Tags": json.dumps(tags(charge, naming.labels), sort_keys=True, ensure_ascii=False),
     }  # fmt: skip
     return {column: values.get(column) for column in COLUMNS_1_0}
 

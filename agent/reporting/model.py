@@ -121,6 +121,37 @@ class GpuRow:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupRow:
+    """A team's or a project's figures (:mod:`agent.cost.teams`): its targets' allocated cost
+    and tokens. "(unlabelled)": targets without the label; "(no target)": GPU time no target
+    held (nobody's, all idle)."""
+
+    name: str
+    cost_usd: Decimal
+    useful_tokens: float
+    cost_per_million_tokens_usd: Decimal | None
+    idle_cost_usd: Decimal
+    gpu_hours: float
+    utilization_ratio: float | None
+    targets: tuple[str, ...]  # "host/target"
+    cost_unknown_reason: str | None = None  # set: cost, idle cost and cost per M unknown
+
+
+@dataclass(frozen=True, slots=True)
+class TeamBudgetRow:
+    """A team's ``[[budget.teams]]`` budget: its metered cost month to date at the period's end
+    and the month-end forecast, as the team's budget alerts compute them."""
+
+    team: str
+    monthly_usd: Decimal | None
+    month: str
+    spent_usd: Decimal
+    used_ratio: float | None
+    forecast_usd: Decimal
+    forecast_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class AlertRow:
     """One rule's alerts that fired in the period: how many times, and for how long in total
     (firing time clipped to the period; still firing counts up to the period's end)."""
@@ -222,4 +253,7 @@ class Report:
     model_days: tuple[ModelDay, ...]
     gpu_days: tuple[GpuDay, ...]
     data: DataExtent = DataExtent(None, None)
+    teams: tuple[GroupRow, ...] = ()  # by the configured labels (agent.config.teams)
+    projects: tuple[GroupRow, ...] = ()
+    team_budgets: tuple[TeamBudgetRow, ...] = ()
     schema_version: int = SCHEMA_VERSION

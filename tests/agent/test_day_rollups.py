@@ -242,6 +242,10 @@ def _same(got: Any, want: Any) -> None:
         assert len(got) == len(want)
         for a, b in zip(got, want, strict=True):
             _same(a, b)
+    elif isinstance(got, dict):  # the summary's per-target figures
+        assert got.keys() == want.keys()
+        for key in got:
+            _same(got[key], want[key])
     elif isinstance(got, Decimal | float) and not isinstance(got, bool):
         assert math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-9), (got, want)
     else:

@@ -17,6 +17,7 @@ from agent.reporting.model import (
     DailySpend,
     GpuDay,
     GpuRow,
+    GroupRow,
     HostRow,
     ModelDay,
     ModelRow,
@@ -25,6 +26,7 @@ from agent.reporting.model import (
     Recommendation,
     Report,
     SpendSource,
+    TeamBudgetRow,
     Totals,
 )
 from agent.reporting.render.values import Cell, Kind, change_ratio, text
@@ -177,6 +179,33 @@ def gpu_record(g: GpuRow) -> Record:
         "vram_peak_bytes": Cell(Kind.BYTES, g.vram_peak_bytes),
         "vram_total_bytes": Cell(Kind.BYTES, g.vram_total_bytes),
         "cost_unknown_reason": Cell(Kind.TEXT, g.cost_unknown_reason, ""),
+    }
+
+
+def group_record(g: GroupRow) -> Record:
+    """A team's or a project's row (agent.reporting.team_parts); unknown cost stays unknown."""
+    return {
+        "name": Cell(Kind.TEXT, g.name),
+        "cost_usd": _cost(g.cost_usd, g.cost_unknown_reason),
+        "useful_tokens": Cell(Kind.COUNT, g.useful_tokens),
+        "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, g.cost_per_million_tokens_usd),
+        "idle_cost_usd": _cost(g.idle_cost_usd, g.cost_unknown_reason),
+        "gpu_hours": Cell(Kind.HOURS, g.gpu_hours),
+        "utilization_ratio": Cell(Kind.RATIO, g.utilization_ratio),
+        "targets": Cell(Kind.TEXT, ", ".join(g.targets)),
+        "cost_unknown_reason": Cell(Kind.TEXT, g.cost_unknown_reason, ""),
+    }
+
+
+def team_budget_record(b: TeamBudgetRow) -> Record:
+    return {
+        "team": Cell(Kind.TEXT, b.team),
+        "month": Cell(Kind.TEXT, b.month),
+        "monthly_usd": Cell(Kind.USD, b.monthly_usd, "none configured"),
+        "spent_usd": Cell(Kind.USD, b.spent_usd),
+        "used_ratio": Cell(Kind.RATIO, b.used_ratio),
+        "forecast_usd": Cell(Kind.USD, b.forecast_usd),
+        "forecast_ratio": Cell(Kind.RATIO, b.forecast_ratio),
     }
 
 

@@ -51,6 +51,9 @@ def to_document(report: Report) -> dict[str, Any]:
             _object(fields.incident_record(q, zone)) for q in report.queue_incidents
         ],
         "budget": _object(fields.budget_record(report.budget)),
+        "teams": _list(report.teams, fields.group_record),
+        "projects": _list(report.projects, fields.group_record),
+        "team_budgets": _list(report.team_budgets, fields.team_budget_record),
         "recommendations": _list(report.recommendations, fields.recommendation_record),
         "daily_spend": _list(report.daily_spend, fields.daily_spend_record),
         "model_days": _list(report.model_days, fields.model_day_record),

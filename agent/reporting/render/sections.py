@@ -146,12 +146,14 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _models(report),
         _work(report),
         _hosts(report),
+        *group_sections(report),
         _gpus(report),
         _top_waste(report),
         _latency(report),
         _alerts(report),
         _queue_incidents(report),
         _pairs("budget", "Budget", fields.budget_record(report.budget), BUDGET_LABELS),
+        *team_budget_sections(report),
         _recommendations(report),
         *(daily_sections(report) if daily else ()),
     ]
@@ -218,6 +220,51 @@ def _hosts(report: Report) -> Section:
     records = _each(report.hosts, fields.host_record)
     note = f"previous period: {report.previous_period.label}"
     return _grid("hosts", "Hosts", columns, records, note=note)
+
+
+def group_sections(report: Report) -> list[Section]:
+    """Teams and projects, by the configured labels (agent.reporting.team_parts); with no
+    label configured, no sections (every row would be "(unlabelled)")."""
+    if not (report.teams or report.projects):
+        return []
+    columns = (
+        Column("cost_usd", "cost"),
+        Column("useful_tokens", "useful tokens"),
+        Column("cost_per_million_tokens_usd", "$/M tokens"),
+        Column("idle_cost_usd", "idle cost"),
+        Column("gpu_hours", "GPU hours"),
+        Column("utilization_ratio", "util"),
+        _text("targets", "targets"),
+    )
+    note = (
+        "by the {} label of each target; (unlabelled): without one; "
+        "(no target): GPU time no target held"
+    )
+    return [
+        _grid(key, title, (_text("name", label), *columns), _each(rows, fields.group_record),
+              note=note.format(label))
+        for key, title, label, rows in (("teams", "Teams", "team", report.teams),
+                                        ("projects", "Projects", "project", report.projects))
+    ]  # fmt: skip
+
+
+def team_budget_sections(report: Report) -> list[Section]:
+    """The ``[[budget.teams]]`` budgets; none configured, no section."""
+    if not report.team_budgets:
+        return []
+    columns = (
+        _text("team", "team"),
+        Column("monthly_usd", "budget"),
+        Column("spent_usd", "spent"),
+        Column("used_ratio", "used"),
+        Column("forecast_usd", "forecast"),
+        Column("forecast_ratio", "vs budget"),
+    )
+    records = _each(report.team_budgets, fields.team_budget_record)
+    note = (
+        f"month to date ({report.team_budgets[0].month}), metered; forecast at the last day's pace"
+    )
+    return [_grid("team_budgets", "Team budgets", columns, records, note=note)]
 
 
 def _gpus(report: Report) -> Section:

@@ -1,0 +1,72 @@
+"""`gpuwatch cost`'s teams and projects: the window's cost rolled up by the configured labels
+(:mod:`agent.cost.teams`), as text lines and as JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.config.teams import Labels
+    from agent.cost.summarize import Summary
+    from agent.cost.teams import GroupLine
+
+
+def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, ...]]:
+    """ "team" and "project" -> their lines; "(no target)" after them where GPU time was
+    held by no target (so that the lines add up to the fleet's metered cost). None where no
+    label is configured (every line would be "(unlabelled)"), as in the report."""
+    from agent.cost import teams
+
+    if not labels.entries:
+        return {"team": (), "project": ()}
+    rest = teams.no_target(
+        s.fleet.cost_usd, s.gpu_seconds, sum(g.unpriced_seconds for g in s.gpus), s.targets
+    )
+    extra = (rest,) if rest.seconds > 0 or rest.cost_usd > 0 else ()
+    return {
+        "team": teams.teams(labels, s.targets, s.tokens, rule) + extra,
+        "project": teams.projects(labels, s.targets, s.tokens, rule) + extra,
+    }
+
+
+def lines(s: Summary, labels: Labels, rule: str) -> list[str]:
+    out: list[str] = []
+    for kind, rows in groups(s, labels, rule).items():
+        if not rows:
+            continue
+        out += ["", f"{'by ' + kind:24}{'cost USD':>14}{'useful tokens':>16}"
+                    f"{'USD / M useful':>16}{'idle USD':>14}{'GPU hours':>12}"]  # fmt: skip
+        for g in rows:
+            unknown = g.cost_unknown is not None
+            out.append(
+                f"{g.name[:24]:24}{'n/a' if unknown else f'{g.cost_usd:,.2f}':>14}"
+                f"{g.useful(rule):>16,.0f}{_per_million(g, rule):>16}"
+                f"{'n/a' if unknown else f'{g.idle_usd:,.2f}':>14}{g.seconds / 3600:>12,.1f}"
+            )
+    return out
+
+
+def _per_million(g: GroupLine, rule: str) -> str:
+    value = g.per_million(rule)
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+def as_json(s: Summary, labels: Labels, rule: str) -> dict[str, Any]:
+    return {
+        f"{kind}s": [_line(g, rule) for g in rows] for kind, rows in groups(s, labels, rule).items()
+    }
+
+
+def _line(g: GroupLine, rule: str) -> dict[str, Any]:
+    unknown, per = g.cost_unknown, g.per_million(rule)
+    return {
+        "name": g.name,
+        "cost_usd": None if unknown else str(round(g.cost_usd, 6)),
+        "cost_unknown_reason": unknown,
+        "useful_tokens": g.useful(rule),
+        "cost_per_million_tokens_usd": None if per is None else str(round(per, 6)),
+        "idle_cost_usd": None if unknown else str(round(g.idle_usd, 6)),
+        "gpu_hours": g.seconds / 3600,
+        "busy_gpu_hours": g.busy_seconds / 3600,
+        "targets": sorted(g.targets),
+    }
