@@ -17,8 +17,10 @@ from sqlalchemy import func, select, union_all
 
 from agent.cost.allocation import BASIS_METRIC
 from agent.cost.split import Split, series_ranges
+from agent.storage.rolled_up import rolled_up
 from migrations.schema import rollups, series
 
+(BASIS,) = rolled_up(BASIS_METRIC)
 SM, MEMORY = "sm_utilization", "memory"
 GpuKey = tuple[str, str]  # (host, gpu uuid)
 
@@ -47,9 +49,7 @@ class SplitBasis:
 def split_bases(conn: Any, split: Split, hosts: Collection[str] = ()) -> dict[GpuKey, SplitBasis]:
     """(host, gpu uuid) -> its SplitBasis over the split's window, for the GPUs shared in it
     (of ``hosts`` when given)."""
-    query = select(series.c.id, series.c.host, series.c.labels).where(
-        series.c.metric == BASIS_METRIC
-    )
+    query = select(series.c.id, series.c.host, series.c.labels).where(series.c.metric == BASIS)
     if hosts:
         query = query.where(series.c.host.in_(sorted(hosts)))
     meta = {sid: (host, labels) for sid, host, labels in conn.execute(query)}
