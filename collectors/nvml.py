@@ -48,7 +48,10 @@ _LIB_RM_VERSION_MISMATCH = 18
 _NO_DATA = 21
 _ARGUMENT_VERSION_MISMATCH = 25
 
-_UNAVAILABLE = frozenset({_NOT_SUPPORTED, _NOT_FOUND, _NO_DATA, _TIMEOUT})
+# pynvml's two-call wrappers raise NVMLError(NVML_SUCCESS) when the sizing call answers success
+# with nothing to size (nvmlDeviceGetProcessUtilization on some drivers): nothing to read.
+_SUCCESS_BUT_EMPTY = 0
+_UNAVAILABLE = frozenset({_NOT_SUPPORTED, _NOT_FOUND, _NO_DATA, _TIMEOUT, _SUCCESS_BUT_EMPTY})
 # This driver cannot answer that call at all: remember it, so it is asked once per session.
 _UNKNOWN_TO_DRIVER = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH})
 _DRIVER_DOWN = frozenset(

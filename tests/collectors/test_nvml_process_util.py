@@ -106,3 +106,25 @@ def test_each_round_asks_for_the_samples_since_the_previous_one(
         }
 
     assert asked == [0, stamps[0], stamps[1]]  # 0 first: every sample the driver holds
+
+
+def test_a_sizing_call_that_answers_success_reads_nothing_and_keeps_the_gpu(
+    fake_nvml: FakeNvml, make_collector: MakeCollector
+) -> None:
+    # pynvml raises NVMLError(NVML_SUCCESS) when the first (sizing) call succeeds with no
+    # sample to size: not a failed GPU.
+    fake_nvml.write(FakeNvmlConfig(gpus=(IDLE,), processes=(
+        FakeProcess(gpu=0, pid=100, mem=GiB, smutil=40),)))  # fmt: skip
+
+    def empty_success(handle: Any, last_seen: int) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_SUCCESS)
+
+    module = types.ModuleType("empty_success_pynvml")
+    module.__dict__.update(pynvml.__dict__)
+    module.nvmlDeviceGetProcessUtilization = empty_success  # type: ignore[attr-defined]
+
+    got = series(make_collector(nvml=module).collect(NOW))
+
+    assert utilization(got) == {}
+    assert got[key("gpuwatch_gpu_process_memory_bytes", labels(UUID0, 0), pid="100",
+                   unit="")] == GiB  # fmt: skip
