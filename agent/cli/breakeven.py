@@ -1,13 +1,21 @@
 """`gpuwatch breakeven`: pod vs serverless vs API, from given figures or from measured data.
 
 The lead's CLI registers the command with ``add_parser`` and dispatches to ``run``. Workload figures
-given on the command line win; without them ``measured(window)`` supplies a Workload from stored
-data, and --tokens-per-request / --bursts-per-day, when given, still override the measured ones.
+given on the command line win; without them ``measured(window)`` supplies the workload from stored
+data per day of *observed* time (:mod:`agent.cost.measured`), and --tokens-per-request /
+--bursts-per-day, when given, still override the measured ones. Measured over less than
+``[cost] min_observed``, the per-day figures (and the pods and the pod's cost per million tokens,
+which follow from them) are withheld with the reason; the crossover, a property of one request,
+is still given.
+
+The pod option is right-sized: as many whole GPUs as the load needs at the target utilization
+(--target-utilization, else ``[cost] target_utilization`` for measured data, else 0.7).
 
 --json prints one object. Money and ratios are JSON numbers rounded half up (the exact figures stay
 in agent.cost.breakeven): dollars per day to cents, per-million-token figures and ratios
-(duty_cycle, crossover_utilization) to 4 decimals; crossover_requests_per_day is an integer; null
-where a figure cannot be computed (no tokens, no API price).
+(duty_cycle, crossover_utilization, target_utilization) to 4 decimals; crossover_requests_per_day,
+one_pod_crossover_requests_per_day and pods are integers; null where a figure cannot be computed
+(no tokens, no API price) or is withheld (``withheld`` says why).
 """
 
 from __future__ import annotations
@@ -15,10 +23,10 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.cost.breakeven import (
     Breakeven,
@@ -27,18 +35,25 @@ from agent.cost.breakeven import (
     cents,
     compare,
     count,
+    figure,
     overhead_seconds_per_day,
     percent,
     usd,
 )
+from agent.cost.sizing import TARGET_UTILIZATION
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
 from collectors.base import GpuwatchError
+
+if TYPE_CHECKING:
+    from agent.cost.measured import Measured
 
 PROG = "gpuwatch breakeven"
 WIDTH = 100
 _LABEL = 18  # the label column of the table
 _ROWS = (("pod", "pod"), ("serverless", "serverless"), ("API", "api"))
+# economics.md's worked serverless price (a serverless A100 80GB), as the report compares with.
+SERVERLESS_DEFAULT = Decimal("2.50")
 
 
 class _UsageError(Exception):
@@ -77,10 +92,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     prices = parser.add_argument_group("prices")
     _figure_arg(prices, "--pod-usd-per-hour", "P", "dedicated pod, USD per GPU-hour (required)")
-    _figure_arg(prices, "--serverless-usd-per-hour", "Q", "serverless, USD per GPU-hour (required)")
+    _figure_arg(
+        prices,
+        "--serverless-usd-per-hour",
+        "Q",
+        "serverless, USD per GPU-hour (default: $2.50, a typical serverless A100 80GB)",
+    )
     _figure_arg(prices, "--api-usd-per-million-tokens", "A", "token API, USD per million tokens")
     _figure_arg(prices, "--cold-start-seconds", "C", "billed seconds of each cold start")
     _figure_arg(prices, "--scaledown-seconds", "W", "billed idle seconds before scale-down")
+    parser.add_argument(
+        "--target-utilization",
+        type=_ratio,
+        metavar="U",
+        help="how busy right-sized pods run, 0-1 (default: [cost] target_utilization for "
+        "measured data, else 0.7)",
+    )
 
 
 def _figure_arg(group: argparse._ArgumentGroup, flag: str, metavar: str, text: str) -> None:
@@ -98,45 +125,63 @@ def _figure(text: str) -> Decimal:
     return value
 
 
+def _ratio(text: str) -> Decimal:
+    """A utilization in (0, 1]."""
+    value = _figure(text)
+    if not 0 < value <= 1:
+        hint = f"; did you mean {value / 100}?" if 1 < value <= 100 else ""
+        raise argparse.ArgumentTypeError(
+            f"expected a ratio above 0 and at most 1, got {text}{hint}"
+        )
+    return value
+
+
 def run(
     args: argparse.Namespace,
-    measured: Callable[[str], Workload] | None = None,
+    measured: Callable[[str], Measured] | None = None,
     out: TextIO | None = None,
+    target_utilization: Decimal | None = None,
 ) -> int:
     """Exit status: 0, 2 for missing or bad flags, 1 when measured data cannot be had.
 
     ``out`` defaults to sys.stdout as it is at call time (so captured output works); errors go to
-    sys.stderr.
+    sys.stderr. ``target_utilization``: the configured one (the flag beats it).
     """
     out = sys.stdout if out is None else out
     try:
         prices = _prices(args)
-        workload, source = _workload(args, measured)
+        workload, source, basis = _workload(args, measured)
     except _UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except GpuwatchError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    result = compare(workload, prices)
-    print(_json(result, source) if args.json else render_table(result, source), file=out)
+    target = args.target_utilization or target_utilization or TARGET_UTILIZATION
+    result = compare(workload, prices, target_utilization=target)
+    withheld = None if basis is None else basis.withheld
+    extra = []
+    if args.serverless_usd_per_hour is None:
+        extra.append(
+            f"serverless at {usd(SERVERLESS_DEFAULT)}/h, a typical serverless A100 80GB: give "
+            "--serverless-usd-per-hour Q for your provider's price"
+        )
+    text = (
+        _json(result, source, basis, extra)
+        if args.json
+        else render_table(result, source, withheld, extra)
+    )
+    print(text, file=out)
     return 0
 
 
 def _prices(args: argparse.Namespace) -> Prices:
-    missing = [
-        flag
-        for flag, value in (
-            ("--pod-usd-per-hour P", args.pod_usd_per_hour),
-            ("--serverless-usd-per-hour Q", args.serverless_usd_per_hour),
-        )
-        if value is None
-    ]
-    if missing:
-        raise _UsageError(f"missing {' and '.join(missing)} (USD per GPU-hour)")
+    if args.pod_usd_per_hour is None:
+        raise _UsageError("missing --pod-usd-per-hour P (USD per GPU-hour)")
+    serverless = args.serverless_usd_per_hour
     return Prices(
         pod_usd_per_hour=args.pod_usd_per_hour,
-        serverless_usd_per_hour=args.serverless_usd_per_hour,
+        serverless_usd_per_hour=SERVERLESS_DEFAULT if serverless is None else serverless,
         api_usd_per_million_tokens=args.api_usd_per_million_tokens,
         cold_start_seconds=args.cold_start_seconds or Decimal(0),
         scaledown_seconds=args.scaledown_seconds or Decimal(0),
@@ -149,9 +194,10 @@ def figures_given(args: argparse.Namespace) -> bool:
 
 
 def _workload(
-    args: argparse.Namespace, measured: Callable[[str], Workload] | None
-) -> tuple[Workload, str]:
-    """The workload and where it came from ("given figures" or "measured over 30d")."""
+    args: argparse.Namespace, measured: Callable[[str], Measured] | None
+) -> tuple[Workload, str, Measured | None]:
+    """The workload, where it came from ("given figures" or "measured over 0.2 h in the last
+    30d") and, when measured, what it was measured over."""
     try:
         if parse_duration(args.window) <= 0:
             raise DurationError(f"must be longer than 0, got {args.window!r}")
@@ -160,7 +206,7 @@ def _workload(
     requests, gpu_seconds = args.requests_per_day, args.gpu_seconds_per_request
     if figures_given(args):
         given = Workload(requests, gpu_seconds, args.tokens_per_request, args.bursts_per_day)
-        return given, "given figures"
+        return given, "given figures", None
     if requests is not None or gpu_seconds is not None:
         flag = "--gpu-seconds-per-request S" if gpu_seconds is None else "--requests-per-day N"
         raise _UsageError(f"missing {flag} (the workload needs both figures)")
@@ -168,7 +214,9 @@ def _workload(
         raise _UsageError(
             "no measured data here: give --requests-per-day N and --gpu-seconds-per-request S"
         )
-    return _override(measured(args.window), args), f"measured over {args.window}"
+    found = measured(args.window)
+    source = f"{found.basis} in the last {args.window}"
+    return _override(found.workload, args), source, found
 
 
 def _override(workload: Workload, args: argparse.Namespace) -> Workload:
@@ -180,17 +228,31 @@ def _override(workload: Workload, args: argparse.Namespace) -> Workload:
     return workload
 
 
-def render_table(result: Breakeven, source: str) -> str:
-    """The human report, at most WIDTH columns."""
+def render_table(
+    result: Breakeven, source: str, withheld: str | None = None, extra: Sequence[str] = ()
+) -> str:
+    """The human report, at most WIDTH columns. ``withheld``: why the per-day figures are not
+    stated (measured over too little time); the crossover and per-request figures still are."""
     # Header lines carry user-given figures of any length: wrap them to the width too.
     lines = [wrapped for line in _header(result, source) for wrapped in _wrapped("", line, 2)]
-    lines += ["", _row("option", "USD/day", "USD/M tokens")]
-    lines += [_row(label, _money(result, key), _per_m(result, key)) for label, key in _ROWS]
+    if withheld is None:
+        lines += ["", _row("option", "USD/day", "USD/M tokens")]
+        lines += [_row(_option(result, key), _money(result, key), _per_m(result, key))
+                  for _, key in _ROWS]  # fmt: skip
     lines += ["", *_wrapped("crossover", _crossover(result))]
-    lines += _wrapped("recommendation", result.recommendation)
-    for note in notes(result):
+    if withheld is None:
+        lines += _wrapped("recommendation", result.recommendation)
+    else:
+        lines += _wrapped("recommendation", f"none yet: {withheld}")
+    for note in [*extra, *notes(result, withheld is not None)]:
         lines += _wrapped("note", note)
     return "\n".join(lines)
+
+
+def _option(result: Breakeven, key: str) -> str:
+    if key == "pod":
+        return f"pod x {result.pods:,}"
+    return "API" if key == "api" else key
 
 
 def _header(result: Breakeven, source: str) -> list[str]:
@@ -201,25 +263,37 @@ def _header(result: Breakeven, source: str) -> list[str]:
         else f"{_rate(p.api_usd_per_million_tokens)}/M"
     )
     lines = [
-        f"{PROG}: {count(w.requests_per_day)} requests/day x {_plain(w.gpu_seconds_per_request)} "
+        f"{PROG}: {count(w.requests_per_day)} requests/day x {figure(w.gpu_seconds_per_request)} "
         f"GPU-s, duty cycle {percent(result.duty_cycle)} ({source})",
         f"rates: pod {_rate(p.pod_usd_per_hour)}/h, serverless {_rate(p.serverless_usd_per_hour)}/h"
         f", API {api}",
+        _sizing(result),
     ]
     if w.tokens_per_request is not None:
         lines.append(f"tokens: {count(w.tokens_per_request)} per request")
     overhead = overhead_seconds_per_day(w, p)
     if overhead:
         lines.append(
-            f"serverless overhead: {_plain(w.bursts_per_day or Decimal(0))} bursts/day x "
-            f"({_plain(p.cold_start_seconds)} s cold start + {_plain(p.scaledown_seconds)} s "
-            f"scale-down idle) = {_plain(overhead)} s/day billed"
+            f"serverless overhead: {figure(w.bursts_per_day or Decimal(0))} bursts/day x "
+            f"({figure(p.cold_start_seconds)} s cold start + {figure(p.scaledown_seconds)} s "
+            f"scale-down idle) = {figure(overhead)} s/day billed"
         )
     return lines
 
 
+def _sizing(result: Breakeven) -> str:
+    """How many pods, and why: the load over one pod's share at the target utilization."""
+    u = result.target_utilization or Decimal(1)
+    capacity = result.pod_capacity_requests_per_day
+    each = "" if capacity is None else f"; one carries {count(capacity)} requests/day"
+    return (
+        f"pods: {result.pods:,} (whole GPUs for {figure(result.workload.busy_gpu_seconds_per_day)}"
+        f" busy GPU-s/day at a {percent(u)} target utilization{each})"
+    )
+
+
 def _row(label: str, per_day: str, per_million: str) -> str:
-    return f"{label:<{_LABEL}}{per_day:>10}{per_million:>16}"
+    return f"{label:<{_LABEL}}{per_day:>14}{per_million:>16}"
 
 
 def _money(result: Breakeven, key: str) -> str:
@@ -235,12 +309,20 @@ def _per_m(result: Breakeven, key: str) -> str:
 def _crossover(result: Breakeven) -> str:
     requests = result.crossover_requests_per_day
     utilization = result.crossover_utilization
-    by_count = "none" if requests is None else f"{requests:,} requests/day"
-    by_duty = "" if utilization is None else f", duty cycle {percent(utilization)}"
-    return by_count + by_duty
+    if requests is None:
+        text = "none: serverless stays cheaper than right-sized pods at some load however high"
+    else:
+        text = f"{requests:,} requests/day"
+        if utilization is not None:
+            text += f", duty cycle {percent(utilization)}"
+        text += " (above it right-sized pods cost less at every load)"
+    one = result.one_pod_crossover_requests_per_day
+    if one is not None:
+        text += f"; one always-on pod pays off above {one:,} requests/day"
+    return text
 
 
-def notes(result: Breakeven) -> list[str]:
+def notes(result: Breakeven, withheld: bool = False) -> list[str]:
     """What the figures alone would hide."""
     w, p = result.workload, result.prices
     found = []
@@ -248,12 +330,18 @@ def notes(result: Breakeven) -> list[str]:
         found.append("cold starts and scale-down idle are not counted: give --bursts-per-day B")
     if p.api_usd_per_million_tokens is not None and w.tokens_per_request is None:
         found.append("the API cost per day needs --tokens-per-request T")
-    if result.duty_cycle > 1:
-        found.append("the workload keeps more than one GPU busy; the pod figure is for one GPU")
-    if result.crossover_utilization is not None and result.crossover_utilization > 1:
+    u = result.target_utilization
+    if u is not None and result.crossover_requests_per_day is None and p.serverless_usd_per_hour:
         found.append(
-            "the crossover needs a duty cycle above 100 %: at these rates serverless stays "
-            "cheaper than a pod for any load one GPU can carry"
+            f"at a {percent(u)} target a pod costs {usd(p.pod_usd_per_hour / u)} per busy "
+            f"GPU-hour against serverless {_rate(p.serverless_usd_per_hour)}"
+        )
+    one = result.one_pod_crossover_requests_per_day
+    capacity = result.pod_capacity_requests_per_day
+    if one is not None and capacity is not None and one > capacity and not withheld:
+        found.append(
+            f"one pod carries {count(capacity)} requests/day at the target: the one-pod "
+            "crossover is a load it cannot carry"
         )
     return found
 
@@ -261,29 +349,53 @@ def notes(result: Breakeven) -> list[str]:
 def _wrapped(label: str, text: str, indent: int = _LABEL) -> list[str]:
     """``text`` after ``label`` (padded to ``indent``), continued ``indent`` columns in."""
     first = f"{label:<{indent}}" if label else ""
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=" " * indent)
+    # "6.9 %" stays on one line: the space before a percent sign is not a place to break.
+    glued = text.replace(" %", "\0%")
+    lines = textwrap.wrap(
+        glued,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,  # a flag's name stays whole
+    )
+    return [line.replace("\0", " ") for line in lines]
 
 
-def _json(result: Breakeven, source: str) -> str:
+def _json(
+    result: Breakeven, source: str, measured: Measured | None = None, extra: Sequence[str] = ()
+) -> str:
     w = result.workload
+    withheld = None if measured is None else measured.withheld
+
+    def day(value: Decimal | None, places: int) -> int | float | None:
+        """A figure per day of the load: withheld with the others."""
+        return None if withheld else _number(value, places)
+
     payload: dict[str, Any] = {
         "source": source,
-        "requests_per_day": _number(w.requests_per_day, 4),
+        "measured_hours": None if measured is None else _number(measured.observed_hours, 2),
+        "measured_gpu_hours": None if measured is None else _number(measured.gpu_hours, 2),
+        "min_observed_hours": None if measured is None else _number(measured.min_observed_hours, 2),
+        "withheld": withheld,
+        "requests_per_day": day(w.requests_per_day, 4),
         "gpu_seconds_per_request": _number(w.gpu_seconds_per_request, 4),
         "tokens_per_request": _number(w.tokens_per_request, 4),
         "bursts_per_day": _number(w.bursts_per_day, 4),
-        "pod_usd_per_day": _number(result.pod_usd_per_day, 2),
-        "serverless_usd_per_day": _number(result.serverless_usd_per_day, 2),
-        "api_usd_per_day": _number(result.api_usd_per_day, 2),
-        "pod_usd_per_million_tokens": _number(result.pod_usd_per_million_tokens, 4),
+        "target_utilization": _number(result.target_utilization, 4),
+        "pods": None if withheld else result.pods,
+        "pod_usd_per_day": day(result.pod_usd_per_day, 2),
+        "serverless_usd_per_day": day(result.serverless_usd_per_day, 2),
+        "api_usd_per_day": day(result.api_usd_per_day, 2),
+        "pod_usd_per_million_tokens": day(result.pod_usd_per_million_tokens, 4),
         "serverless_usd_per_million_tokens": _number(result.serverless_usd_per_million_tokens, 4),
         "api_usd_per_million_tokens": _number(result.api_usd_per_million_tokens, 4),
-        "duty_cycle": _number(result.duty_cycle, 4),
+        "duty_cycle": day(result.duty_cycle, 4),
         "crossover_requests_per_day": result.crossover_requests_per_day,
         "crossover_utilization": _number(result.crossover_utilization, 4),
-        "cheapest": result.cheapest,
-        "recommendation": result.recommendation,
-        "notes": notes(result),
+        "one_pod_crossover_requests_per_day": result.one_pod_crossover_requests_per_day,
+        "cheapest": None if withheld else result.cheapest,
+        "recommendation": f"none yet: {withheld}" if withheld else result.recommendation,
+        "notes": [*extra, *notes(result, withheld is not None)],
     }
     return json_text.dumps(payload)
 
@@ -292,10 +404,12 @@ def _round(value: Decimal, places: int) -> Decimal:
     return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
-def _number(value: Decimal | None, places: int) -> int | float | None:
+def _number(value: Decimal | float | None, places: int) -> int | float | None:
     """A JSON number: rounded half up first, so the float's shortest repr is the rounded figure."""
     if value is None:
         return None
+    if isinstance(value, float):
+        value = Decimal(repr(value))
     rounded = _round(value, places)
     return int(rounded) if rounded == rounded.to_integral_value() else float(rounded)
 

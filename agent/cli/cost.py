@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -11,12 +11,12 @@ from agent.cli import focus_import
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
-from collectors.base import GpuwatchError
 from collectors.printable import printable
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
     from agent.cost.billing import Reconciliation
+    from agent.cost.measured import Measured
     from agent.cost.summarize import Line, Summary
 
 
@@ -52,10 +52,11 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         engine.dispose()
     rule = config.cost.shared_gpu_split
     if args.json:
-        print(json_text.dumps(_as_json(summary, recon, rule), indent=2))
+        print(json_text.dumps(_as_json(summary, recon, config.zone, rule), indent=2))
     else:
         # Model and host names come from scraped labels: no control character reaches the tty.
-        print(printable("\n".join(_table(summary, recon, args.window, rule)), keep="\n"))
+        lines = _table(summary, recon, args.window, config.zone, rule)
+        print(printable("\n".join(lines), keep="\n"))
     return 0
 
 
@@ -68,10 +69,13 @@ def _per_million(line: Line) -> str:
     return "n/a" if value is None else f"${value:,.4f}"
 
 
-def _table(s: Summary, r: Reconciliation, window: str, split_rule: str = "memory") -> list[str]:
+def _table(
+    s: Summary, r: Reconciliation, window: str, zone: tzinfo = UTC, split_rule: str = "memory"
+) -> list[str]:
     hours = s.gpu_seconds / 3600
+    start, end = s.start.astimezone(zone), s.end.astimezone(zone)
     lines = [
-        f"gpuwatch cost, last {window} ({s.start:%Y-%m-%d %H:%M} to {s.end:%Y-%m-%d %H:%M} UTC)",
+        f"gpuwatch cost, last {window} ({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} {zone})",
         "",
         f"{'':24}{'cost USD':>14}{'useful tokens':>16}{'USD / M useful':>16}{'total tokens':>16}"
         f"{'abandoned':>14}",
@@ -95,8 +99,7 @@ def _table(s: Summary, r: Reconciliation, window: str, split_rule: str = "memory
         f"{s.idle_loaded_seconds / 3600:,.1f} h, unallocated {s.unallocated_seconds / 3600:,.1f} h",
         f"idle cost  ${s.idle_cost_usd:,.2f}",
         *_shared(s, split_rule),
-        f"billed     ${r.billed_usd:,.2f} against metered ${r.metered_usd:,.2f}: "
-        f"difference ${r.difference_usd:,.2f}" + _ratio(r.difference_ratio),
+        _billed(r),
     ]
     return lines
 
@@ -109,6 +112,19 @@ def _shared(s: Summary, rule: str) -> list[str]:
     names = {(g.host, g.gpu_uuid): f"{g.host} GPU {g.gpu_index}" for g in s.gpus}
     note = shared_note(bases, names, rule)
     return [note] if note else []
+
+
+def _billed(r: Reconciliation) -> str:
+    """Billed against metered; with no billing records, says so (not "$0.00 billed, -100 %")."""
+    if not r.by_source:
+        return (
+            f"billed     no billing records for this window (metered ${r.metered_usd:,.2f}: "
+            "rate card x GPU time)"
+        )
+    return (
+        f"billed     ${r.billed_usd:,.2f} by providers against metered ${r.metered_usd:,.2f}: "
+        f"difference ${r.difference_usd:,.2f}" + _ratio(r.difference_ratio)
+    )
 
 
 def _abandoned(line: Line) -> str:
@@ -128,7 +144,9 @@ def _ratio(value: Decimal | None) -> str:
     return "" if value is None else f" ({value * 100:+.1f} %)"
 
 
-def _as_json(s: Summary, r: Reconciliation, split_rule: str = "memory") -> dict[str, Any]:
+def _as_json(
+    s: Summary, r: Reconciliation, zone: tzinfo = UTC, split_rule: str = "memory"
+) -> dict[str, Any]:
     def line(x: Line) -> dict[str, Any]:
         per, abandoned_usd = x.usd_per_million_tokens, x.abandoned_cost_usd
         return {
@@ -147,7 +165,8 @@ def _as_json(s: Summary, r: Reconciliation, split_rule: str = "memory") -> dict[
         }
 
     return {
-        "period": {"start": s.start.isoformat(), "end": s.end.isoformat()},
+        "period": {"start": s.start.astimezone(zone).isoformat(),
+                   "end": s.end.astimezone(zone).isoformat()},
         "fleet": line(s.fleet),
         "models": [line(m) for m in s.models],
         "hosts": [line(h) for h in s.hosts],
@@ -162,37 +181,22 @@ def _as_json(s: Summary, r: Reconciliation, split_rule: str = "memory") -> dict[
              "sm_utilization_ticks": g.shared.sm_ticks, "memory_ticks": g.shared.memory_ticks}
             for g in s.gpus if g.shared is not None
         ],
+        # No billing records: billed is unknown (null), not $0 (README, "gpuwatch cost").
         "reconciliation": {"metered_usd": str(round(r.metered_usd, 6)),
-                           "billed_usd": str(round(r.billed_usd, 6)),
-                           "difference_usd": str(round(r.difference_usd, 6)),
+                           "billed_usd": str(round(r.billed_usd, 6)) if r.by_source else None,
+                           "difference_usd": (str(round(r.difference_usd, 6))
+                                              if r.by_source else None),
                            "billed_by_source": {k: str(v) for k, v in r.by_source.items()}},
     }  # fmt: skip
 
 
 def measured_workload(config: Config, window: str, now: datetime | None = None) -> Workload:
-    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day."""
-    from agent.cost.summarize import summarize
-    from agent.storage.db import open_database
+    """What `gpuwatch breakeven` uses without figures: requests, GPU time and tokens per day
+    of observed time (agent.cost.measured)."""
+    return measure_window(config, window, now or datetime.now(UTC)).workload
 
-    now = now or datetime.now(UTC)
-    seconds = parse_duration(window)
-    start, end = _minute(now - timedelta(seconds=seconds)), _minute(now)
-    engine = open_database(config.database_url)
-    try:
-        s = summarize(engine, start, end, useful=config.cost.useful_tokens)
-    finally:
-        engine.dispose()
-    if s.requests_finished <= 0:
-        raise GpuwatchError(
-            f"no finished requests stored over the last {window}: give --requests-per-day and "
-            "--gpu-seconds-per-request, or let gpuwatch collect first"
-        )
-    days = Decimal(repr(seconds / 86400))
-    requests = Decimal(repr(s.requests_finished))
-    busy = Decimal(repr(s.allocated_busy_seconds))
-    tokens = Decimal(repr(s.fleet.output_tokens))
-    return Workload(
-        requests_per_day=requests / days,
-        gpu_seconds_per_request=busy / requests,
-        tokens_per_request=tokens / requests if tokens else None,
-    )
+
+def measure_window(config: Config, window: str, now: datetime) -> Measured:
+    from agent.cost.measured import measure
+
+    return measure(config, parse_duration(window), now, window)

@@ -12,6 +12,7 @@ lock, and are stored when it commits (see README, "Outages").
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -35,6 +36,7 @@ class _Imported:
     name: str
     rows: int
     version: str
+    records: Counter[str]  # cost records made, by kind ("billed", "effective")
 
 
 def add_arguments(focus: argparse.ArgumentParser) -> None:
@@ -64,8 +66,8 @@ def run_import_focus(args: argparse.Namespace, config: Config, now: datetime) ->
     finally:
         engine.dispose()
     for f in done:
-        print(f"{f.name}: {f.rows} rows (FOCUS {f.version})")
-    print(f"stored {stored} cost records (re-importing replaces them, never adds)")
+        print(f"{f.name}: {_count(f.rows, 'row')} (FOCUS {f.version})")
+    print(_stored(stored, done))
     summary = totals.summary()
     if summary is not None:
         print(f"month-to-date billed {summary.month:%Y-%m}: " + _money(summary.month_to_date))
@@ -82,15 +84,38 @@ def _import(
     from collectors.billing.focus import FocusReader, cost_records
 
     batch: list[CostRecord] = []
+    kinds: Counter[str] = Counter()
     with FocusReader(path, max_bytes=max_bytes) as reader:
         for row in reader.rows():
             totals.add(row)
-            batch += cost_records(row, FOCUS_SOURCE)
+            records = cost_records(row, FOCUS_SOURCE)
+            kinds.update(r.kind.value for r in records)
+            batch += records
             if len(batch) >= 2 * BATCH_ROWS:
                 staged.add(batch, now)
                 batch = []
         staged.add(batch, now)
-        return _Imported(path.name, reader.rows_read, reader.version_guess)
+        return _Imported(path.name, reader.rows_read, reader.version_guess, kinds)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _stored(stored: int, done: list[_Imported]) -> str:
+    """How the rows became the records stored: each row is one record of its BilledCost and,
+    where the row has one, one of its EffectiveCost; rows repeating an id already read in this
+    import replace it."""
+    rows = sum(f.rows for f in done)
+    kinds: Counter[str] = sum((f.records for f in done), Counter())
+    made = sum(kinds.values())
+    parts = ", ".join(f"{kinds[k]:,} {k}" for k in ("billed", "effective") if kinds[k])
+    line = f"stored {_count(stored, 'cost record')} from {_count(rows, 'row')}"
+    if made:
+        line += f" ({parts}: each row's BilledCost and, where given, its EffectiveCost)"
+    if made > stored:
+        line += f"; {made - stored:,} repeated a charge already read and replaced it"
+    return line + "; re-importing replaces them, never adds"
 
 
 def _money(amounts: dict[str, Decimal]) -> str:

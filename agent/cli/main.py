@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 # Only what building the parser needs: each command imports its own libraries (SQLAlchemy,
@@ -26,7 +27,7 @@ from agent.collect.clock import utc_now
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
-    from agent.cost.breakeven import Workload
+    from agent.cost.measured import Measured
 
 log = logging.getLogger("gpuwatch")
 
@@ -210,12 +211,13 @@ def cmd_breakeven(args: argparse.Namespace) -> int:
         return breakeven_cli.run(args)
     config = _config(args)  # a bad one is a setting to change (exit 2), like everywhere
 
-    def measured(window: str) -> Workload:
-        from agent.cli.cost import measured_workload
+    def measured(window: str) -> Measured:
+        from agent.cli.cost import measure_window
 
-        return measured_workload(config, window)
+        return measure_window(config, window, utc_now())
 
-    return breakeven_cli.run(args, measured=measured)
+    target = Decimal(repr(config.cost.target_utilization))
+    return breakeven_cli.run(args, measured=measured, target_utilization=target)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

@@ -24,6 +24,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from agent.config.alerts import AlertsConfig, parse_alerts
+from agent.config.cost import CostConfig as CostConfig
+from agent.config.cost import parse_cost
 from agent.config.digest import DigestConfig, parse_digest
 from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
@@ -118,14 +120,6 @@ class TargetConfig:
     unit: str | None = None
     gpus: tuple[str, ...] = ()
     limits: ScrapeLimits = field(default_factory=ScrapeLimits)  # agent.config.limits
-
-
-@dataclass(frozen=True, slots=True)
-class CostConfig:
-    # "output": generation tokens only; "output+prompt": plus computed (not cached) prompt tokens.
-    useful_tokens: str = "output"
-    # How a GPU used by several targets is split: "memory" (their share of its memory) or "equal".
-    shared_gpu_split: str = "memory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +279,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         collectors=_collectors(r, top),
         targets=_targets(r, top),
         rates=parse_rates(r, top),
-        cost=_cost(r, top),
+        cost=parse_cost(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
         budget=_budget(r, top),
@@ -445,17 +439,6 @@ def _gpu_list(r: Reader, t: dict[str, Any], key: str) -> tuple[str, ...]:
         r.problem(key, f'expected GPU indexes or UUIDs like [0, 1] or ["GPU-..."], got {value!r}')
         return ()
     return tuple(str(v) for v in items)
-
-
-def _cost(r: Reader, top: dict[str, Any]) -> CostConfig:
-    t = r.sub(top, "cost", {"useful_tokens", "shared_gpu_split"})
-    tokens = r.string(t, "cost.useful_tokens", "output")
-    split = r.string(t, "cost.shared_gpu_split", "memory")
-    if tokens not in ("output", "output+prompt"):
-        r.problem("cost.useful_tokens", f"expected 'output' or 'output+prompt', got {tokens!r}")
-    if split not in ("memory", "equal"):
-        r.problem("cost.shared_gpu_split", f"expected 'memory' or 'equal', got {split!r}")
-    return CostConfig(useful_tokens=tokens, shared_gpu_split=split)
 
 
 def _billing(r: Reader, top: dict[str, Any]) -> tuple[BillingProviderConfig, ...]:

@@ -2,7 +2,9 @@
 
 The three cost models (reference: economics.md, "Pod (dedicated) vs serverless vs API"):
 
-- pod: billed 24 hours a day whatever the load, so ``rate x 24``;
+- pod: billed 24 hours a day whatever the load, so ``rate x 24`` per GPU, for as many whole GPUs
+  as the load needs at a target utilization (:mod:`agent.cost.sizing`), or for a given number
+  of GPUs (the report's "what the model's GPUs cost now");
 - serverless: billed only while a container runs: the busy GPU-seconds of the requests plus, for
   every burst (traffic resuming after an idle long enough to scale to zero), the cold start and the
   idle window before scale-down, both billed;
@@ -12,9 +14,11 @@ Rounding. Every figure here is exact Decimal arithmetic (products are formed bef
 division, so terminating results such as 47,001.6 come out exact). Two things are rounded:
 
 - ``crossover_requests_per_day`` is floored: it is the largest whole number of requests per day at
-  which serverless still costs no more than the pod; a pod pays off above it. The worked figure
-  2.72 x 24 / (2 / 3600 x 2.50) = 47,001.6 gives 47,001 (47,001 requests cost $65.279 on
-  serverless, 47,002 cost $65.281).
+  which serverless still costs no more than the pods; pods pay off above it (with right-sized
+  pods, for good: see :mod:`agent.cost.sizing`). ``one_pod_crossover_requests_per_day`` is the
+  classic figure for one always-on pod: the worked figure 2.72 x 24 / (2 / 3600 x 2.50) =
+  47,001.6 gives 47,001 (47,001 requests cost $65.279 on serverless, 47,002 cost $65.281), a
+  load that one pod cannot carry at a 70 % target (94,002 busy GPU-seconds a day).
 - The printing helpers (``cents``, ``usd``) round half up, as a bill does: $0.2778 -> $0.28,
   $4.1667 -> $4.17, $4.0002/h -> $4.00/h. Callers keep the exact figures for arithmetic.
 """
@@ -22,8 +26,14 @@ division, so terminating results such as 47,001.6 come out exact). Two things ar
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
+from agent.cost.sizing import (
+    TARGET_UTILIZATION,
+    classic_crossover,
+    pods_needed,
+    right_sized_crossover,
+)
 from collectors.base import GpuwatchError
 
 SECONDS_PER_HOUR = Decimal(3600)
@@ -107,14 +117,17 @@ class Prices:
 class Breakeven:
     """The comparison; money exact (round only when printing). None: not computable from inputs.
 
-    ``duty_cycle`` is busy GPU-seconds per day / 86,400 (it exceeds 1 when the work needs more than
-    one GPU). ``crossover_utilization`` is the duty cycle at which pod and serverless cost the same:
-    pod rate / serverless rate without cold starts, less the burst overhead's share otherwise.
-    ``cheapest`` is one of OPTIONS; ties go to the first in that order.
+    ``pods`` is how many GPUs the pod option pays for: right-sized to the load at
+    ``target_utilization`` (None when the count was given, as deployed). ``duty_cycle`` is busy
+    GPU-seconds per day / 86,400 (it exceeds 1 when the work needs more than one GPU).
+    ``crossover_utilization`` is the duty cycle of the crossover load. ``cheapest`` is one of
+    OPTIONS; ties go to the first in that order.
     """
 
     workload: Workload
     prices: Prices
+    pods: int
+    target_utilization: Decimal | None
     pod_usd_per_day: Decimal
     serverless_usd_per_day: Decimal
     api_usd_per_day: Decimal | None
@@ -124,6 +137,7 @@ class Breakeven:
     duty_cycle: Decimal
     crossover_requests_per_day: int | None
     crossover_utilization: Decimal | None
+    one_pod_crossover_requests_per_day: int | None
     cheapest: str
     recommendation: str
 
@@ -141,13 +155,46 @@ class Breakeven:
             "api": self.api_usd_per_million_tokens,
         }[option]
 
+    @property
+    def pod_capacity_requests_per_day(self) -> Decimal | None:
+        """The requests one pod carries a day at the target utilization (None: no target, or
+        no GPU time per request)."""
+        u, g = self.target_utilization, self.workload.gpu_seconds_per_request
+        if u is None or g == 0:
+            return None
+        return SECONDS_PER_DAY * u / g
 
-def compare(workload: Workload, prices: Prices) -> Breakeven:
-    pod = prices.pod_usd_per_hour * HOURS_PER_DAY
+
+def compare(
+    workload: Workload,
+    prices: Prices,
+    *,
+    target_utilization: Decimal = TARGET_UTILIZATION,
+    pods: int | None = None,
+) -> Breakeven:
+    """Pod vs serverless vs API for the workload: the pod option right-sized to the load at
+    ``target_utilization`` (0 < u <= 1), or ``pods`` GPUs as deployed when given."""
+    if pods is not None and pods < 1:
+        raise BreakevenError(f"pods must be >= 1, got {pods}")
+    if not (target_utilization.is_finite() and 0 < target_utilization <= 1):
+        raise BreakevenError(f"target utilization must be in (0, 1], got {target_utilization}")
+    sized = pods_needed(workload.busy_gpu_seconds_per_day, target_utilization)
+    sized = sized if pods is None else pods
+    pod = prices.pod_usd_per_hour * HOURS_PER_DAY * sized
     serverless = serverless_usd_per_day(workload, prices)
     api = api_usd_per_day(workload, prices)
     duty = workload.busy_gpu_seconds_per_day / SECONDS_PER_DAY
-    crossover = crossover_requests_per_day(workload, prices)
+    crossover = (
+        crossover_requests_per_day(workload, prices, pods)
+        if pods is not None
+        else right_sized_crossover(
+            prices.pod_usd_per_hour,
+            prices.serverless_usd_per_hour,
+            workload.gpu_seconds_per_request,
+            overhead_seconds_per_day(workload, prices),
+            target_utilization,
+        )
+    )
     costs = {"pod": pod, "serverless": serverless}
     if api is not None:
         costs["api"] = api
@@ -155,6 +202,8 @@ def compare(workload: Workload, prices: Prices) -> Breakeven:
     return Breakeven(
         workload=workload,
         prices=prices,
+        pods=sized,
+        target_utilization=None if pods is not None else target_utilization,
         pod_usd_per_day=pod,
         serverless_usd_per_day=serverless,
         api_usd_per_day=api,
@@ -163,9 +212,23 @@ def compare(workload: Workload, prices: Prices) -> Breakeven:
         api_usd_per_million_tokens=prices.api_usd_per_million_tokens,
         duty_cycle=duty,
         crossover_requests_per_day=crossover,
-        crossover_utilization=crossover_utilization(workload, prices),
+        crossover_utilization=(
+            None
+            if crossover is None
+            else crossover * workload.gpu_seconds_per_request / SECONDS_PER_DAY
+        ),
+        one_pod_crossover_requests_per_day=crossover_requests_per_day(workload, prices),
         cheapest=cheapest,
-        recommendation=_recommendation(workload, costs, cheapest, duty, crossover),
+        recommendation=_recommendation(
+            workload,
+            costs,
+            cheapest,
+            duty,
+            crossover,
+            sized,
+            pods,
+            prices.serverless_usd_per_hour * workload.gpu_seconds_per_request,
+        ),
     )
 
 
@@ -194,36 +257,20 @@ def _per_million(usd_per_day: Decimal, workload: Workload) -> Decimal | None:
     return usd_per_day * MILLION / tokens
 
 
-def _pod_minus_overhead(workload: Workload, prices: Prices) -> Decimal:
-    """Serverless dollar-seconds the pod's day buys once the burst overhead is paid (x 3600).
+def crossover_requests_per_day(workload: Workload, prices: Prices, pods: int = 1) -> int | None:
+    """The largest whole requests/day at which serverless costs no more than ``pods`` always-on
+    pods (floored): the classic break-even. 0 when the burst overhead alone already costs more
+    than the pods; None when serverless costs nothing per request, so the pods never pay off.
 
-    Kept in dollar-seconds so each crossover is one exact division.
+    Kept in dollar-seconds (x 3600) so it is one exact division.
     """
-    pod_day = prices.pod_usd_per_hour * HOURS_PER_DAY * SECONDS_PER_HOUR
-    return pod_day - overhead_seconds_per_day(workload, prices) * prices.serverless_usd_per_hour
-
-
-def crossover_requests_per_day(workload: Workload, prices: Prices) -> int | None:
-    """The largest whole requests/day at which serverless costs no more than the pod (floored).
-
-    0 when the burst overhead alone already costs more than the pod; None when serverless costs
-    nothing per request (or nothing at all), so the pod never pays off.
-    """
-    numerator = _pod_minus_overhead(workload, prices)
-    denominator = prices.serverless_usd_per_hour * workload.gpu_seconds_per_request
-    if denominator == 0:
-        return None if numerator >= 0 else 0
-    return max(0, int((numerator / denominator).to_integral_value(rounding=ROUND_FLOOR)))
-
-
-def crossover_utilization(workload: Workload, prices: Prices) -> Decimal | None:
-    """The duty cycle at which pod and serverless cost the same (pod rate / serverless rate when
-    there are no cold starts); 0 when the overhead alone costs more; None with a free serverless.
-    """
-    if prices.serverless_usd_per_hour == 0:
-        return None
-    numerator = _pod_minus_overhead(workload, prices)
-    return max(_ZERO, numerator / (prices.serverless_usd_per_hour * SECONDS_PER_DAY))
+    q = prices.serverless_usd_per_hour
+    return classic_crossover(
+        pods,
+        prices.pod_usd_per_hour * HOURS_PER_DAY * SECONDS_PER_HOUR,
+        overhead_seconds_per_day(workload, prices) * q,
+        q * workload.gpu_seconds_per_request,
+    )
 
 
 def _recommendation(
@@ -232,18 +279,32 @@ def _recommendation(
     cheapest: str,
     duty: Decimal,
     crossover: int | None,
+    pods: int,
+    given: int | None,
+    serverless_per_request: Decimal,
 ) -> str:
+    def label(name: str) -> str:
+        if name != "pod" or given is not None:
+            return _LABELS[name]
+        return f"{pods:,} pod{'s' if pods != 1 else ''}"
+
     others = " and ".join(
-        f"{_LABELS[name]} {usd(cost)}/day"
+        f"{label(name)} {usd(cost)}/day"
         for name, cost in sorted(costs.items(), key=lambda item: item[1])
         if name != cheapest
     )
-    if crossover is None:
+    # Free serverless (or requests that take no GPU time) has no step to size: one flat pod.
+    flat = given is not None or serverless_per_request == 0
+    if crossover is None and flat:
         pays_off = "serverless stays cheaper than a pod at any request count"
+    elif crossover is None:
+        pays_off = "serverless stays cheaper than right-sized pods at some load however high"
+    elif not flat:
+        pays_off = f"right-sized pods pay off above {crossover:,} requests/day"
     else:
         pays_off = f"a pod pays off above {crossover:,} requests/day"
     return (
-        f"{_LABELS[cheapest]}: {usd(costs[cheapest])}/day vs {others} at "
+        f"{label(cheapest)}: {usd(costs[cheapest])}/day vs {others} at "
         f"{count(workload.requests_per_day)} requests/day (duty cycle {percent(duty)}); {pays_off}"
     )
 
@@ -303,3 +364,23 @@ def count(amount: Decimal) -> str:
 def percent(ratio: Decimal) -> str:
     """A ratio as a percentage to one decimal: '6.9 %'."""
     return f"{(ratio * 100).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP):,} %"
+
+
+def figure(value: Decimal) -> str:
+    """A measured quantity for people: '2', '2.5', '1,234.5', '0.309' (three significant
+    digits under one), never a 28-digit Decimal or an exponent."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1:
+        rounded = value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        text = f"{rounded:,f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    digits = max(0, 2 - value.adjusted())  # three significant digits
+    rounded = value.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    text = f"{rounded:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def hours(value: float | Decimal) -> str:
+    """An observed time: '0.2 h', '745.0 h', '1,440.0 h' (one decimal)."""
+    return f"{Decimal(repr(float(value))).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP):,} h"

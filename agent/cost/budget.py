@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, tzinfo
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
-from sqlalchemy import Engine, func, literal, select, union_all
+from sqlalchemy import Engine, func, select
 
 from agent.config.settings import Config
 from agent.cost.billing import billed
+from agent.cost.split import Split
 from agent.cost.summarize import Line, metered_usd, summarize
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from migrations.schema import gpu_usage
@@ -44,7 +45,10 @@ class BudgetInputs:
     billed_usd: Decimal | None = None  # month to date as providers billed it; None: no records
     zone: tzinfo = UTC  # the configured time zone: whose calendar month, whose dates
     burn_usd: Decimal = Decimal(0)  # metered spend over the burn window
-    burn_seconds: float = 0.0  # the metered stretch it covers: the history a forecast stands on
+    # The time the GPUs were observed in the burn window (the longest any GPU was metered in
+    # it): the history a forecast stands on. Not the window's span: a daemon started at
+    # 09:00:47 has metered 13 s of the 09:00 minute, not 60.
+    burn_seconds: float = 0.0
     hourly_usd: tuple[tuple[datetime, Decimal], ...] = ()  # complete hours, oldest first
     models: tuple[Line, ...] = ()  # per model over ``model_window_seconds``
     model_window_seconds: float = 86400.0
@@ -84,6 +88,17 @@ class BudgetInputs:
         if self.burn_seconds <= 0:
             return None
         return self.burn_usd / Decimal(repr(self.burn_seconds))
+
+    @property
+    def basis(self) -> str:
+        """What the forecast stands on, for people: "at $2.72/h observed over the last 0.2 h"
+        (or "no metered time yet: the spend so far")."""
+        pace = self.pace_usd_per_second
+        if pace is None:
+            return "no metered time yet: the spend so far"
+        hours = Decimal(repr(self.burn_seconds / HOUR)).quantize(Decimal("0.1"), ROUND_HALF_UP)
+        per_hour = (pace * HOUR).quantize(Decimal("0.01"), ROUND_HALF_UP)
+        return f"at ${per_hour:,}/h observed over the last {hours:,} h"
 
     @property
     def forecast_usd(self) -> Decimal:
@@ -141,15 +156,15 @@ def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
     also judge. Sums of the ledger only: a month's tokens and allocations are not read."""
     end = now.replace(second=0, microsecond=0)
     month_start, _ = month_bounds(now, config.zone)
-    span = _metered_span(engine, max(month_start, end - BURN_WINDOW), end)
+    burn_usd, burn_seconds = _burn(engine, max(month_start, end - BURN_WINDOW), end)
     return BudgetInputs(
         now=now,
         budget_usd=config.budget.monthly_usd,
         metered_usd=metered_usd(engine, month_start, end),
         billed_usd=_billed_usd(engine, month_start, now),
         zone=config.zone,
-        burn_usd=Decimal(0) if span is None else metered_usd(engine, span[0], end),
-        burn_seconds=0.0 if span is None else (span[1] - span[0]).total_seconds(),
+        burn_usd=burn_usd,
+        burn_seconds=burn_seconds,
     )
 
 
@@ -169,32 +184,21 @@ def _billed_usd(engine: Engine, start: datetime, end: datetime) -> Decimal | Non
     return sum(usd, Decimal(0)) if usd else None
 
 
-def _metered_span(
-    engine: Engine, start: datetime, end: datetime
-) -> tuple[datetime, datetime] | None:
-    """The stretch of [start, end) the fleet's priced metering covers: from its first row
-    (later than ``start`` for a new install: a forecast must not spread a few hours' spend over
-    a day nobody watched) to the end of its last (the rollup runs minutes behind the clock).
-    None: nothing priced was metered in the window."""
+def _burn(engine: Engine, start: datetime, end: datetime) -> tuple[Decimal, float]:
+    """The fleet's priced metered cost over (start, end] and the time it was observed: the
+    longest any GPU was metered (the fleet's GPUs are watched together, so that is the time
+    the spend was seen; a new install's few minutes are a few minutes, not the whole day)."""
     t = gpu_usage.c
-    # One min/max per resolution, each on its own (resolution, start) index range: grouped
-    # by resolution over a start range, the planner scanned the whole table (seconds on a
-    # fleet's month; this is milliseconds).
-    parts = [
-        select(literal(resolution), func.min(t.start), func.max(t.start)).where(
-            t.resolution == resolution, t.start >= start, t.start < end, t.cost_usd.is_not(None)
-        )
-        for resolution in (MINUTE, HOUR)
-    ]
     with engine.connect() as conn:
-        rows = [row for row in conn.execute(union_all(*parts)) if row[1] is not None]
-    if not rows:
-        return None
-    # Minute rows place the ends to the minute; hour rows alone (a short minute retention) to
-    # the hour, which can only shorten the history the forecast waits for.
-    first = min(low for _, low, _ in rows)
-    last = max(high + timedelta(seconds=resolution) for resolution, _, high in rows)
-    return max(start, first), min(end, last)
+        split = Split.read(conn, start, end)
+        query = (
+            select(func.sum(t.cost_usd), func.sum(t.observed_seconds))
+            .where(split.rows(gpu_usage, t.host), t.cost_usd.is_not(None))
+            .group_by(t.host, t.gpu_uuid)
+        )
+        rows = conn.execute(query).all()
+    cost = sum((Decimal(0) + (usd or Decimal(0)) for usd, _ in rows), Decimal(0))
+    return cost, max((float(seconds or 0.0) for _, seconds in rows), default=0.0)
 
 
 def _hourly(engine: Engine, now: datetime) -> tuple[tuple[datetime, Decimal], ...]:

@@ -18,7 +18,15 @@ from datetime import datetime
 
 import httpx
 
-from agent.demo.scenario import CYCLE, ITL_CYCLE, LEVELS, PROFILES, DemoTarget
+from agent.demo.scenario import (
+    CYCLE,
+    DROPPED_AFTER_TOKENS,
+    DROPPED_ROW,
+    ITL_CYCLE,
+    LEVELS,
+    PROFILES,
+    DemoTarget,
+)
 from agent.sim.render import render_for_accept
 from agent.sim.traffic import Traffic
 from collectors.base import CollectError, Sample
@@ -133,7 +141,7 @@ class FastForwardScrape:
 
     def _real(self, level: str, cycles: int) -> list[Sample]:
         traffic = sim_traffic(self.spec, self._started)
-        traffic.serve(cycles * CYCLE, model=self.spec.model)
+        serve_cycles(traffic, self.spec.model, cycles)
         set_level(traffic, level)
         when = datetime.fromtimestamp(self._started).astimezone()
         return scrape_through_sim(self.spec, self._host, traffic, when)
@@ -141,3 +149,9 @@ class FastForwardScrape:
 
 def _key(s: Sample) -> Key:
     return s.metric, s.label_key()
+
+
+def serve_cycles(traffic: Traffic, model: str, cycles: int) -> None:
+    """``cycles`` whole request cycles of ``model``, each with its one abandoned stream."""
+    traffic.serve(cycles * CYCLE, model=model)
+    traffic.drop(cycles, after_tokens=DROPPED_AFTER_TOKENS, model=model, row=DROPPED_ROW)

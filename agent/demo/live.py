@@ -19,9 +19,9 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta
 
 from agent.collect.clock import utc_now
-from agent.demo.engines import set_level, sim_traffic
+from agent.demo.engines import serve_cycles, set_level, sim_traffic
 from agent.demo.hardware import HostHardware, use_hardware
-from agent.demo.scenario import CYCLE, HOSTS, Month, demand, level
+from agent.demo.scenario import HOSTS, Month, demand, level
 from agent.demo.settings import DemoFiles, write_config
 from agent.sim.server import EngineServer
 from agent.sim.traffic import Traffic
@@ -86,7 +86,7 @@ class Feeder:
             log.info("demo engine %s restarts (its counters start over)", name)
             traffic.restart()
             served = cycles
-        traffic.serve(cycles * CYCLE, model=model)
+        serve_cycles(traffic, model, cycles)
         self._cycles[name] = served
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.cost.breakeven import usd
+from agent.reporting.basis import spend_kind
 from agent.reporting.model import ModelRow, Period, Recommendation, Report
 from alerts.duration import format_duration
 from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped, escape
@@ -142,8 +143,9 @@ def _summary(report: Report, previous: Report | None) -> dict[str, Any]:
     if per_m_before is None and previous is not None:
         per_m_before = previous.totals.cost_per_million_tokens_usd
     fields = [
-        f"*Spend*\n{spend}",
-        f"*Per 1M useful tokens*\n{_per_million(totals.cost_per_million_tokens_usd, per_m_before)}",
+        f"*Spend ({spend_kind(totals)})*\n{spend}",
+        f"*Per 1M useful tokens (metered)*\n"
+        f"{_per_million(totals.cost_per_million_tokens_usd, per_m_before)}",
         f"*Utilization*\n{_utilization(report)}",
         f"*Idle*\n{_idle(report)}",
         f"*Useful tokens*\n{tokens(totals.useful_tokens)} ({tokens(totals.requests)} requests)",
@@ -186,6 +188,7 @@ def _budget(report: Report) -> str:
     return (
         f"{usd(budget.spent_usd)} of {usd(budget.monthly_usd)}{used}, "
         f"month-end forecast {usd(budget.forecast_usd)}"
+        + (f" {budget.forecast_basis}" if budget.forecast_basis else "")
     )
 
 

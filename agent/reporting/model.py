@@ -152,8 +152,9 @@ class Budget:
     month: str  # "YYYY-MM" the figures are for (the period's last month)
     spent_usd: Decimal  # month to date at the period's end (billed where larger)
     used_ratio: float | None
-    forecast_usd: Decimal  # month-end at the last 24 h's pace
+    forecast_usd: Decimal  # month-end at the pace observed over the last 24 h
     forecast_ratio: float | None
+    forecast_basis: str = ""  # "at $2.72/h observed over the last 0.2 h"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,9 @@ over the period [start, end)):
   incidents are the QueueGrowing ones among them.
 - budget: the fleet's, whatever the filters (a budget is for the whole account): spend month to
   date at the period's end (or ``now``) by :func:`agent.cost.budget.gather_spend`, and the
-  month-end forecast as ProjectedOverBudget computes it: spent + the last 24 h's metered pace x
-  the time left in the month.
+  month-end forecast as ProjectedOverBudget computes it: spent + the pace observed over the last
+  24 h (metered cost / the time the GPUs were observed) x the time left in the month, with that
+  basis stated.
 - daily series: the same sums per local day (grouped by the database, see
   :mod:`agent.reporting.queries`).
 """
@@ -292,6 +293,7 @@ def budget(engine: Engine, config: Config, period: Period, now: datetime) -> Bud
         used_ratio=None if monthly is None else float(spent / monthly),
         forecast_usd=forecast,
         forecast_ratio=None if monthly is None else float(forecast / monthly),
+        forecast_basis=inputs.basis,
     )
 
 

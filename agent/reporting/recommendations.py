@@ -1,10 +1,17 @@
 """The report's recommendations, each with the numbers behind it (a month is 730 hours,
-8,760 / 12):
+8,760 / 12).
+
+Every per-day and per-month figure is scaled from the hours the GPUs were *observed* in the
+period (:mod:`agent.reporting.observed`), not from the period's calendar length, and each
+recommendation says how many hours it was measured over. Under ``[cost] min_observed``
+(default 24 h) the per-day and per-month figures are withheld, with the reason: the advice then
+gives what the observed time itself cost, and no saving.
 
 - pod vs serverless vs API per model (:mod:`agent.cost.breakeven`) at the measured duty cycle:
   requests per day, busy GPU-seconds per request (the model's share of its GPUs' busy time) and
-  output tokens per request over the period, as ``gpuwatch breakeven`` measures them; the pod
-  costs what the model's GPUs cost per day. Serverless at $2.50 per GPU-hour and an API at $0.40
+  output tokens per request over the observed hours, as ``gpuwatch breakeven`` measures them;
+  the pod costs what the model's GPUs cost per observed hour, as deployed (not right-sized:
+  the saving is against what is paid now). Serverless at $2.50 per GPU-hour and an API at $0.40
   per million tokens (economics.md's worked break-even figures) unless
   ``[alerts.rules.CostPerMtokHigh] api_usd_per_million`` names the API price to compare with.
   Cold starts are not counted (the burst count is not measured).
@@ -25,9 +32,21 @@ from datetime import datetime
 from decimal import Decimal
 
 from agent.config.settings import Config
-from agent.cost.breakeven import Prices, Workload, compare, percent, usd
+from agent.cost.breakeven import (
+    OPTIONS,
+    Breakeven,
+    Prices,
+    Workload,
+    compare,
+    figure,
+    percent,
+    usd,
+)
+from agent.cost.breakeven import hours as observed_text
+from agent.cost.measured import withheld_reason
 from agent.reporting.figures import HOUR, Figures, Share
 from agent.reporting.model import GpuRow, Period, Recommendation
+from agent.reporting.observed import model_observed_hours
 
 GiB = 1 << 30
 HOURS_PER_MONTH = Decimal(730)  # 8,760 / 12: what "a month" of savings means
@@ -78,10 +97,11 @@ CATALOG = (
 def recommendations(
     f: Figures, gpus: Sequence[GpuRow], config: Config, period: Period, now: datetime
 ) -> tuple[Recommendation, ...]:
+    least = config.cost.min_observed / HOUR
     found = [
-        *_deployment_advice(f, config, period, now),
-        *_smaller_gpus(f, gpus),
-        *_consolidation(gpus),
+        *_deployment_advice(f, config, least),
+        *_smaller_gpus(f, gpus, least),
+        *_consolidation(gpus, least),
     ]
     return tuple(
         sorted(
@@ -103,43 +123,69 @@ def _api_price(config: Config) -> tuple[Decimal, str]:
     )
 
 
-def _deployment_advice(
-    f: Figures, config: Config, period: Period, now: datetime
-) -> list[Recommendation]:
+def _deployment_advice(f: Figures, config: Config, least: float) -> list[Recommendation]:
     """Per model: pod (what its GPUs cost now) vs serverless vs API at its measured load."""
-    span = min(period.end, now) - period.start
-    days = Decimal(repr(span.total_seconds() / 86400))
-    if days <= 0:
-        return []
     api, api_source = _api_price(config)
+    observed = model_observed_hours(f)
     out = []
     for model, m in f.model_sums().items():
-        if m.tokens.requests <= 0 or m.cost <= 0:
+        seen = observed.get(model, 0.0)
+        if m.tokens.requests <= 0 or m.cost <= 0 or seen <= 0:
             continue
+        seen_hours = Decimal(repr(seen))
         prices = Prices(
-            pod_usd_per_hour=m.cost / days / 24,
+            pod_usd_per_hour=m.cost / seen_hours,
             serverless_usd_per_hour=SERVERLESS_USD_PER_HOUR,
             api_usd_per_million_tokens=api,
         )
-        result = compare(_workload(m, days), prices)
+        result = compare(_workload(m, seen_hours / 24), prices, pods=1)
         best = result.cheapest
-        saving = None
-        if best != "pod":
-            cheapest = result.usd_per_day(best) or result.pod_usd_per_day
-            saving = (result.pod_usd_per_day - cheapest) * HOURS_PER_MONTH / 24
-        detail = (
-            f"{result.recommendation}. Measured over {period.label}: "
-            f"{m.tokens.requests:,.0f} requests, {m.busy / HOUR:,.1f} busy GPU-hours, "
-            f"{m.tokens.output:,.0f} output tokens; the pod is what the model's GPUs cost, "
-            f"{usd(prices.pod_usd_per_hour)}/h. Prices compared: serverless "
-            f"{usd(SERVERLESS_USD_PER_HOUR)} per GPU-hour (a typical serverless A100 80GB, "
-            f"billed only while it runs), API {_rate(api)} per million tokens ({api_source}); "
-            "cold starts not counted."
+        measured = (
+            f"Measured over {observed_text(seen)} observed: {m.tokens.requests:,.0f} requests, "
+            f"{m.busy / HOUR:,.1f} busy GPU-hours, {m.tokens.output:,.0f} output tokens"
         )
-        if saving is not None:
-            detail += f" Saving {usd(saving)} a month (730 h)."
+        pod = f"what the model's GPUs cost, {usd(prices.pod_usd_per_hour)}/h"
+        prices_text = (
+            f" Prices compared: serverless {usd(SERVERLESS_USD_PER_HOUR)} per GPU-hour (a typical "
+            f"serverless A100 80GB, billed only while it runs), API {_rate(api)} per million "
+            f"tokens ({api_source}); cold starts not counted."
+        )
+        reason = withheld_reason(seen, least)
+        saving = None
+        if reason is not None:
+            spent = _over_observed(result, seen_hours, pod)
+            detail = f"{measured}. {spent}{prices_text} {_cap(reason)}."
+        else:
+            detail = f"{result.recommendation}. {measured}; the pod is {pod}.{prices_text}"
+            if best != "pod":
+                cheapest = result.usd_per_day(best) or result.pod_usd_per_day
+                saving = (result.pod_usd_per_day - cheapest) * HOURS_PER_MONTH / 24
+                detail += f" Saving {usd(saving)} a month (730 h)."
         out.append(Recommendation(best, f"{model}: {_ADVICE[best]}", detail, saving))
     return out
+
+
+def _over_observed(result: Breakeven, seen_hours: Decimal, pod: str) -> str:
+    """What the observed time itself cost on each option (no scaling to a day)."""
+    scale = seen_hours / 24
+    cost = {name: day * scale for name in OPTIONS if (day := result.usd_per_day(name)) is not None}
+    others = [f"{_LABEL[name]} {_money(cost[name])}" for name in cost if name != "pod"]
+    return (
+        f"Over that time the pod ({pod}) cost {_money(cost['pod'])}; it would have cost "
+        f"{' and '.join(others)}."
+    )
+
+
+def _money(amount: Decimal) -> str:
+    """Dollars for people; under a cent, three significant digits rather than "$0.00"."""
+    return f"${figure(amount)}" if 0 < amount < Decimal("0.005") else usd(amount)
+
+
+_LABEL = {"pod": "pod", "serverless": "serverless", "api": "API"}
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 _ADVICE = {
@@ -172,7 +218,7 @@ def _paid_per_hour(g: GpuRow) -> Decimal | None:
     return g.cost_usd / Decimal(repr(g.observed_hours))
 
 
-def _smaller_gpus(f: Figures, gpus: Sequence[GpuRow]) -> list[Recommendation]:
+def _smaller_gpus(f: Figures, gpus: Sequence[GpuRow], least: float) -> list[Recommendation]:
     """Serving GPUs whose VRAM peak plus the margin fits a cheaper, smaller card; grouped per
     host and card."""
     serving = {
@@ -188,8 +234,9 @@ def _smaller_gpus(f: Figures, gpus: Sequence[GpuRow]) -> list[Recommendation]:
             groups[(g.host, card)].append((g, paid))
     out = []
     for (host, card), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].name)):
-        saving = sum(((paid - card.usd_per_hour) * HOURS_PER_MONTH for _, paid in members),
-                     Decimal(0))  # fmt: skip
+        per_hour = sum((paid - card.usd_per_hour for _, paid in members), Decimal(0))
+        seen = max(g.observed_hours for g, _ in members)
+        saving, saves = _monthly(per_hour, seen, least)
         peak = max(g.vram_peak_bytes or 0.0 for g, _ in members)
         listed = ", ".join(
             f"GPU {g.gpu_index} ({g.gpu_name or 'unknown'}, {_gib(g.vram_peak_bytes)} of "
@@ -199,7 +246,8 @@ def _smaller_gpus(f: Figures, gpus: Sequence[GpuRow]) -> list[Recommendation]:
         detail = (
             f"{listed}. With a {_pct(VRAM_MARGIN)} margin against out-of-memory the highest peak "
             f"needs {_gib(peak * float(1 + VRAM_MARGIN))}, which fits one {card.name} at about "
-            f"{usd(card.usd_per_hour)}/h ({card.source}). Saving {usd(saving)} a month (730 h)."
+            f"{usd(card.usd_per_hour)}/h ({card.source}). Measured over "
+            f"{observed_text(seen)} observed. {saves}"
         )
         title = f"{host}: move {len(members)} GPU(s) to a smaller {card.name}"
         out.append(Recommendation("smaller_gpu", title, detail, saving))
@@ -225,7 +273,7 @@ def _gib(value: float | None) -> str:
     return "?" if value is None else f"{value / GiB:,.1f} GiB"
 
 
-def _consolidation(gpus: Sequence[GpuRow]) -> list[Recommendation]:
+def _consolidation(gpus: Sequence[GpuRow], least: float) -> list[Recommendation]:
     """Low-utilisation GPUs: how many their busy time needs at the target utilisation."""
     low = [
         g
@@ -246,7 +294,7 @@ def _consolidation(gpus: Sequence[GpuRow]) -> list[Recommendation]:
                                        g.host, g.gpu_uuid))  # fmt: skip
     released = order[: len(low) - needed]
     per_hour = sum((_paid_per_hour(g) or Decimal(0) for g in released), Decimal(0))
-    saving = per_hour * HOURS_PER_MONTH
+    saving, saves = _monthly(per_hour, max(g.observed_hours for g in low), least)
     listed = _some(
         f"{g.host}/{g.gpu_index} {percent(Decimal(repr(g.utilization_ratio or 0.0)))}" for g in low
     )
@@ -255,11 +303,22 @@ def _consolidation(gpus: Sequence[GpuRow]) -> list[Recommendation]:
         f"{len(low)} GPU(s) were busy less than {_pct(LOW_UTILIZATION)} of the time ({listed}): "
         f"{busy:,.1f} busy GPU-hours over {hours:,.1f} h each, which {needed} GPU(s) carry at a "
         f"{_pct(TARGET_UTILIZATION)} target utilization. Releasing {len(released)} ({names}; the "
-        f"most expensive first, at one price the least busy) saves {usd(per_hour)}/h, "
-        f"{usd(saving)} a month (730 h); the models moved must fit the remaining GPUs' memory."
+        f"most expensive first, at one price the least busy) saves {usd(per_hour)}/h; the "
+        f"models moved must fit the remaining GPUs' memory. Measured over "
+        f"{observed_text(max(g.observed_hours for g in low))} observed. {saves}"
     )
     title = f"Consolidate {len(low)} low-utilization GPU(s) onto {needed}"
     return [Recommendation("consolidate", title, detail, saving)]
+
+
+def _monthly(per_hour: Decimal, seen: float, least: float) -> tuple[Decimal | None, str]:
+    """A saving per hour as a month's (730 h), and the sentence that says it; withheld (None,
+    with the reason) when the GPUs were observed less than ``least`` hours."""
+    reason = withheld_reason(seen, least)
+    if reason is not None:
+        return None, f"{_cap(reason)}."
+    saving = per_hour * HOURS_PER_MONTH
+    return saving, f"Saving {usd(saving)} a month (730 h)."
 
 
 def _some(items: Iterable[str], shown: int = 8) -> str:

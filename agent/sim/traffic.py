@@ -375,14 +375,22 @@ class Traffic:
         return done
 
     def drop(
-        self, n: int, *, after_tokens: int, model: str | None = None, engine: str = "0"
+        self,
+        n: int,
+        *,
+        after_tokens: int,
+        model: str | None = None,
+        engine: str = "0",
+        row: int | None = None,
     ) -> tuple[Request, ...]:
         """The next ``n`` requests of the cycle are streams whose client went away after
         ``after_tokens`` output tokens (fewer if the request would have stopped sooner). As
         in vLLM, what the engine generated for them counts in its token counters, but no
         finish reason and no per-request histogram sees them (vLLM 0.32 on a real server:
-        a dropped stream is not an "abort")."""
+        a dropped stream is not an "abort"). ``row``: every one is that row of the cycle,
+        which then does not move on (the demo's fixed per-cycle arithmetic needs that)."""
         name = self._check(model, engine)
+        seqs = [row] * n if row is not None else [self._seq + i for i in range(n)]
         with self._lock:
             gone = tuple(
                 dataclasses.replace(
@@ -391,11 +399,10 @@ class Traffic:
                     finish_reason=DROPPED,
                 )
                 for request in (
-                    make_request(self._seq + i, name, engine, self._profiles, self._itl_cycle)
-                    for i in range(n)
+                    make_request(seq, name, engine, self._profiles, self._itl_cycle) for seq in seqs
                 )
             )
-            self._seq += n
+            self._seq += 0 if row is not None else n
             self._dropped.extend(gone)
         return gone
 

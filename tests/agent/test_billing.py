@@ -123,7 +123,12 @@ def test_focus_files_import_idempotently_with_their_month_to_date(
     files = [str(FOCUS / name) for name in ("focus-sample-aws.csv", "focus-sample-oci.csv")]
     assert main(["import", "focus", *files]) == 0
     out = capsys.readouterr().out
-    assert "stored 28 cost records" in out
+    # The counts agree: the files' rows, and the records they made (a row's BilledCost and
+    # its EffectiveCost).
+    rows = [int(line.split(": ")[1].split()[0]) for line in out.splitlines() if "(FOCUS" in line]
+    stored = next(line for line in out.splitlines() if line.startswith("stored "))
+    assert stored.startswith(f"stored 28 cost records from {sum(rows)} rows (")
+    assert f"{sum(rows)} billed, {28 - sum(rows)} effective" in stored
     assert "month-to-date billed 2024-09: USD 2.7629" in out  # AWS 2.2258... + OCI 0.5370...
     assert main(["import", "focus", files[0]]) == 0  # again: replaces, never adds
     capsys.readouterr()

@@ -50,8 +50,9 @@ def test_the_payload_shows_the_week_and_its_figures() -> None:
     }
     fields = [f["text"] for f in payload["blocks"][2]["fields"]]
     # $1,234.565 rounds half up to the cent; +12.2% = 1234.565 / 1100 - 1.
-    assert fields[0] == "*Spend*\n$1,234.57\n+12.2% vs $1,100.00 the week before"
-    assert fields[1] == "*Per 1M useful tokens*\n$0.49 (-5.0%)"
+    # No billing records: the spend is metered, and says so; cost per 1M tokens is metered.
+    assert fields[0] == "*Spend (metered)*\n$1,234.57\n+12.2% vs $1,100.00 the week before"
+    assert fields[1] == "*Per 1M useful tokens (metered)*\n$0.49 (-5.0%)"
     assert fields[2] == "*Utilization*\n60.0% busy (201.6 of 336.0 GPU-hours)"
     assert fields[3] == "*Idle*\n$493.83 paid for GPUs not serving (40.0% of spend)"
     assert fields[4] == "*Useful tokens*\n2.50B (1.2M requests)"
@@ -98,8 +99,8 @@ def test_an_empty_week_says_unknown_and_none_rather_than_zero() -> None:
     payload = digest_payload(empty, None)
     assert block_kit_problems(payload) == []
     fields = [f["text"] for f in payload["blocks"][2]["fields"]]
-    assert fields[0] == "*Spend*\n$0.00"  # no previous week: no change shown
-    assert fields[1] == "*Per 1M useful tokens*\nn/a (no tokens)"
+    assert fields[0] == "*Spend (metered)*\n$0.00"  # no previous week: no change shown
+    assert fields[1] == "*Per 1M useful tokens (metered)*\nn/a (no tokens)"
     assert fields[2] == "*Utilization*\nunknown (no GPU data)"
     assert len(fields) == 5  # no budget configured
     for title in ("Cost per 1M tokens by model", "Latency p99", "Top idle waste", "Alerts"):

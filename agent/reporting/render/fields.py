@@ -208,6 +208,7 @@ def budget_record(b: Budget) -> Record:
         "used_ratio": Cell(Kind.RATIO, b.used_ratio),
         "forecast_usd": Cell(Kind.USD, b.forecast_usd),
         "forecast_ratio": Cell(Kind.RATIO, b.forecast_ratio),
+        "forecast_basis": Cell(Kind.TEXT, b.forecast_basis),
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent.reporting.basis import spend_kind
 from agent.reporting.model import Report
 from agent.reporting.render import fields, svg
 from agent.reporting.render.sections import Layout, Section, daily_sections, sections
@@ -60,7 +61,7 @@ ol.notes .detail { display: block; color: var(--muted); }
 
 _KPIS = (
     ("spend_usd", "spend"),
-    ("cost_per_million_tokens_usd", "cost per million useful tokens"),
+    ("cost_per_million_tokens_usd", "cost per million useful tokens (metered)"),
     ("cost_per_million_tokens_change_ratio", "vs previous period"),
     ("idle_cost_usd", "idle cost"),
     ("utilization_ratio", "utilization"),
@@ -108,11 +109,16 @@ def _header(report: Report, title: str) -> list[str]:
 def _kpis(report: Report) -> str:
     record = fields.totals_record(report.totals)
     items = "".join(
-        f'<li><span class="label">{escape(label)}</span>'
+        f'<li><span class="label">{escape(_kpi_label(report, key, label))}</span>'
         f'<span class="value">{escape(text(record[key]))}</span></li>'
         for key, label in _KPIS
     )
     return f'<ul class="kpis" aria-label="key figures">{items}</ul>'
+
+
+def _kpi_label(report: Report, key: str, label: str) -> str:
+    """The spend says whether it is the bill or the meter (agent.reporting.basis)."""
+    return f"{label} ({spend_kind(report.totals)})" if key == "spend_usd" else label
 
 
 def _charts(report: Report) -> list[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
+from agent.reporting.basis import spend_note
 from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.fields import Record
@@ -98,14 +99,14 @@ def meta_section(report: Report) -> Section:
 
 
 SUMMARY_LABELS = {
-    "spend_usd": "spend",
+    "spend_usd": "spend (billed or metered: see note)",
     "metered_usd": "metered (rate card x GPU time)",
     "billed_usd": "billed by providers",
     "useful_tokens": "useful tokens",
     "output_tokens": "output tokens",
     "total_tokens": "total tokens",
     "requests": "requests",
-    "cost_per_million_tokens_usd": "cost per million useful tokens",
+    "cost_per_million_tokens_usd": "cost per million useful tokens (metered)",
     "previous_cost_per_million_tokens_usd": "the same, previous period",
     "cost_per_million_tokens_change_ratio": "change vs previous period",
     "gpu_hours": "GPU hours",
@@ -125,6 +126,7 @@ BUDGET_LABELS = {
     "used_ratio": "budget used",
     "forecast_usd": "month-end forecast",
     "forecast_ratio": "forecast vs budget",
+    "forecast_basis": "forecast basis",
 }
 
 _PER_M = (
@@ -157,7 +159,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
 
 def _summary(report: Report) -> Section:
     record = fields.totals_record(report.totals)
-    note = f"useful tokens counted as {report.useful_tokens_rule}"
+    note = spend_note(report.totals, report.useful_tokens_rule)
     if report.totals.cost_unknown_reason:
         note += f"; cost per million tokens unknown: {report.totals.cost_unknown_reason}"
     return _pairs("summary", "Summary", record, SUMMARY_LABELS, note)
