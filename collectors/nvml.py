@@ -29,6 +29,7 @@ from typing import Any
 
 from collectors import nvml_faults as faults
 from collectors.base import CollectError, Sample
+from collectors.nvml_process_util import ProcessUtilization
 from collectors.proc import UnitCache
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,10 @@ _LIB_RM_VERSION_MISMATCH = 18
 _NO_DATA = 21
 _ARGUMENT_VERSION_MISMATCH = 25
 
-_UNAVAILABLE = frozenset({_NOT_SUPPORTED, _NOT_FOUND, _NO_DATA, _TIMEOUT})
+# pynvml's two-call wrappers raise NVMLError(NVML_SUCCESS) when the sizing call answers success
+# with nothing to size (nvmlDeviceGetProcessUtilization on some drivers): nothing to read.
+_SUCCESS_BUT_EMPTY = 0
+_UNAVAILABLE = frozenset({_NOT_SUPPORTED, _NOT_FOUND, _NO_DATA, _TIMEOUT, _SUCCESS_BUT_EMPTY})
 # This driver cannot answer that call at all: remember it, so it is asked once per session.
 _UNKNOWN_TO_DRIVER = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH})
 _DRIVER_DOWN = frozenset(
@@ -222,6 +226,7 @@ class NvmlCollector:
         self._units = UnitCache(proc_root)
         self._failing: set[int] = set()  # indexes of GPUs failing, to log changes only
         self._xids = faults.XidWatch()
+        self._process_util = ProcessUtilization()
         self._lost = faults.LostGpus(host)
         self._lock = threading.Lock()
 
@@ -358,8 +363,11 @@ class NvmlCollector:
         faults.read_remapped_rows(nvml, h, out.add)
         if mig_on:  # processes per instance: the parent's list needs root and repeats them
             self._read_mig(nvml, h, out, pids)
-        else:
-            self._read_processes(nvml, h, out, pids)
+        else:  # NVML gives no per-process utilization under MIG
+            running = self._read_processes(nvml, h, out, pids)
+            for pid, ratio in self._process_util.read(nvml, gpu.uuid, h, running).items():
+                unit = {"pid": str(pid), "unit": self._units.lookup(pid)}
+                out.add("gpuwatch_gpu_process_utilization_ratio", ratio, unit)
         return out.samples
 
     def _read_device(self, nvml: _Nvml, h: Any, out: _Samples) -> None:
@@ -414,13 +422,13 @@ class NvmlCollector:
                 continue
             out.samples.extend(instance.samples)
 
-    def _read_processes(self, nvml: _Nvml, h: Any, out: _Samples, pids: set[int]) -> None:
-        for pid, used in _merge_processes(
-            nvml.query_first(_COMPUTE, h), nvml.query_first(_GRAPHICS, h)
-        ).items():
+    def _read_processes(self, nvml: _Nvml, h: Any, out: _Samples, pids: set[int]) -> set[int]:
+        listed = _merge_processes(nvml.query_first(_COMPUTE, h), nvml.query_first(_GRAPHICS, h))
+        for pid, used in listed.items():
             pids.add(pid)
             unit = self._units.lookup(pid)
             out.add("gpuwatch_gpu_process_memory_bytes", used, {"pid": str(pid), "unit": unit})
+        return set(listed)
 
     def _log_failures(self, failures: Mapping[int, str]) -> None:
         """Warn when a GPU starts failing and note when it recovers; silence in between."""

@@ -58,6 +58,10 @@ GPU_SIGNALS = (
         "Clock throttle reasons bitmask (NVML clocks event reasons).",
     ),
     _g("gpuwatch_gpu_process_memory_bytes", "Device memory used by one process, bytes."),
+    _g(
+        "gpuwatch_gpu_process_utilization_ratio",
+        "SM utilization of one process since the previous tick (0-1), where NVML gives it.",
+    ),
     _c(
         "gpuwatch_gpu_remapped_rows_total",
         "Memory rows remapped over the GPU's life, by cause (correctable, uncorrectable).",
@@ -79,6 +83,16 @@ GPU_SIGNALS = (
     _g(
         "gpuwatch_target_gpu_memory_bytes",
         "Device memory used by a serving target's processes on a GPU (the allocation basis).",
+    ),
+    _g(
+        "gpuwatch_target_gpu_sm_utilization_ratio",
+        "Summed SM utilization of a serving target's processes on a GPU, where NVML gives every"
+        " process on it one (then the allocation basis).",
+    ),
+    _g(
+        "gpuwatch_gpu_split_basis_info",
+        "1 for a GPU used by several targets; basis: the rule its cost is split by"
+        " (sm_utilization or memory).",
     ),
 )
 

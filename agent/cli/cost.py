@@ -50,14 +50,14 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
-    rule = config.cost.useful_tokens
+    rule, split = config.cost.useful_tokens, config.cost.shared_gpu_split
     if args.json:
-        document = _as_json(summary, recon, config.zone)
+        document = _as_json(summary, recon, config.zone, split)
         print(
             json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)
         )
     else:
-        lines = _table(summary, recon, args.window, config.zone)
+        lines = _table(summary, recon, args.window, config.zone, split)
         lines += cost_teams.lines(summary, config.labels, rule)
         # Model and host names come from scraped labels: no control character reaches the tty.
         print(printable("\n".join(lines), keep="\n"))
@@ -73,7 +73,9 @@ def _per_million(line: Line) -> str:
     return "n/a" if value is None else f"${value:,.4f}"
 
 
-def _table(s: Summary, r: Reconciliation, window: str, zone: tzinfo = UTC) -> list[str]:
+def _table(
+    s: Summary, r: Reconciliation, window: str, zone: tzinfo = UTC, split_rule: str = "memory"
+) -> list[str]:
     hours = s.gpu_seconds / 3600
     start, end = s.start.astimezone(zone), s.end.astimezone(zone)
     lines = [
@@ -100,9 +102,20 @@ def _table(s: Summary, r: Reconciliation, window: str, zone: tzinfo = UTC) -> li
         f"GPU time   {hours:,.1f} h: busy {busy:,.1f} h, idle but loaded "
         f"{s.idle_loaded_seconds / 3600:,.1f} h, unallocated {s.unallocated_seconds / 3600:,.1f} h",
         f"idle cost  ${s.idle_cost_usd:,.2f}",
+        *_shared(s, split_rule),
         _billed(r),
     ]
     return lines
+
+
+def _shared(s: Summary, rule: str) -> list[str]:
+    """How the GPUs several targets used were split (agent.cost.split_basis), if any was."""
+    from agent.cost.split_basis import shared_note
+
+    bases = {(g.host, g.gpu_uuid): g.shared for g in s.gpus if g.shared is not None}
+    names = {(g.host, g.gpu_uuid): f"{g.host} GPU {g.gpu_index}" for g in s.gpus}
+    note = shared_note(bases, names, rule)
+    return [note] if note else []
 
 
 def _billed(r: Reconciliation) -> str:
@@ -135,7 +148,9 @@ def _ratio(value: Decimal | None) -> str:
     return "" if value is None else f" ({value * 100:+.1f} %)"
 
 
-def _as_json(s: Summary, r: Reconciliation, zone: tzinfo = UTC) -> dict[str, Any]:
+def _as_json(
+    s: Summary, r: Reconciliation, zone: tzinfo = UTC, split_rule: str = "memory"
+) -> dict[str, Any]:
     def line(x: Line) -> dict[str, Any]:
         per, abandoned_usd = x.usd_per_million_tokens, x.abandoned_cost_usd
         return {
@@ -164,6 +179,12 @@ def _as_json(s: Summary, r: Reconciliation, zone: tzinfo = UTC) -> dict[str, Any
         "idle_loaded_gpu_hours": s.idle_loaded_seconds / 3600,
         "unallocated_gpu_hours": s.unallocated_seconds / 3600,
         "idle_cost_usd": str(round(s.idle_cost_usd, 6)),
+        "shared_gpus": [
+            {"host": g.host, "gpu_uuid": g.gpu_uuid, "gpu_index": g.gpu_index,
+             "split_basis": "equal" if split_rule == "equal" else g.shared.basis,
+             "sm_utilization_ticks": g.shared.sm_ticks, "memory_ticks": g.shared.memory_ticks}
+            for g in s.gpus if g.shared is not None
+        ],
         # No billing records: billed is unknown (null), not $0 (README, "gpuwatch cost").
         "reconciliation": {"metered_usd": str(round(r.metered_usd, 6)),
                            "billed_usd": str(round(r.billed_usd, 6)) if r.by_source else None,

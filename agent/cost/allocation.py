@@ -8,6 +8,13 @@ A GPU process belongs to a target when, in this order:
 A target's ``gpus`` restricts it to those GPUs; when such a GPU shows no processes (process
 listing not supported), the whole GPU is the target's. The result is one derived sample per
 (GPU, target): ``gpuwatch_target_gpu_memory_bytes``, the basis of the memory-share split.
+
+Where NVML gives every process on a GPU its SM utilization (``gpuwatch_gpu_process_utilization
+_ratio``), each target on it also gets ``gpuwatch_target_gpu_sm_utilization_ratio``, the sum of
+its processes' (emitted only when that sum over the GPU's targets is above 0): the cost ledger
+splits the GPU by it instead of by memory. A GPU used by several targets gets
+``gpuwatch_gpu_split_basis_info{basis="sm_utilization"|"memory"}`` each tick, saying which rule
+split it, for the report and ``gpuwatch cost`` to tell.
 """
 
 from __future__ import annotations
@@ -23,9 +30,14 @@ from urllib.parse import urlsplit
 from collectors.base import Sample
 
 METRIC = "gpuwatch_target_gpu_memory_bytes"
+SM_METRIC = "gpuwatch_target_gpu_sm_utilization_ratio"
+BASIS_METRIC = "gpuwatch_gpu_split_basis_info"
 PROCESS = "gpuwatch_gpu_process_memory_bytes"
+PROCESS_UTIL = "gpuwatch_gpu_process_utilization_ratio"
 USED = "gpuwatch_gpu_memory_used_bytes"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "[::1]")
+Gpu = tuple[str, str]  # (uuid, index)
+GpuTarget = tuple[str, str, str]  # (uuid, index, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,43 +69,73 @@ class Allocator:
     def samples(self, round_samples: Iterable[Sample], now: datetime) -> list[Sample]:
         if not self.targets:
             return []
-        processes: dict[tuple[str, str], list[Sample]] = defaultdict(list)
-        used: dict[tuple[str, str], float] = {}
+        processes: dict[Gpu, list[Sample]] = defaultdict(list)
+        util: dict[Gpu, dict[str, float]] = defaultdict(dict)
+        used: dict[Gpu, float] = {}
         for s in round_samples:
             if "mig_instance" in s.labels and s.metric == USED:
                 continue  # an instance's memory, not the GPU's; its processes count for the GPU
             gpu = (s.labels.get("gpu_uuid", ""), s.labels.get("gpu_index", ""))
             if s.metric == PROCESS:
                 processes[gpu].append(s)
+            elif s.metric == PROCESS_UTIL:
+                util[gpu][s.labels.get("pid", "")] = s.value
             elif s.metric == USED:
                 used[gpu] = s.value
-        memory = self._memory(processes, used)
+        memory, sm = self._memory(processes, used, util)
         self._forget_exited({int(s.labels["pid"]) for ps in processes.values() for s in ps})
         return [
-            Sample(metric=METRIC, value=value, ts=now, labels={
-                "host": self.host, "gpu_uuid": uuid, "gpu_index": index, "target": target})
-            for (uuid, index, target), value in sorted(memory.items())
+            *(self._sample(METRIC, value, now, key) for key, value in sorted(memory.items())),
+            *(self._sample(SM_METRIC, value, now, key) for key, value in sorted(sm.items())),
+            *self._bases(memory, sm, now),
+        ]
+
+    def _sample(self, metric: str, value: float, now: datetime, key: GpuTarget) -> Sample:
+        uuid, index, target = key
+        return Sample(metric=metric, value=value, ts=now, labels={
+            "host": self.host, "gpu_uuid": uuid, "gpu_index": index, "target": target})  # fmt: skip
+
+    def _bases(self, memory: Mapping[GpuTarget, float], sm: Mapping[GpuTarget, float],
+               now: datetime) -> list[Sample]:  # fmt: skip
+        """Per GPU used by several targets: which rule splits it this tick."""
+        targets: dict[Gpu, int] = defaultdict(int)
+        for uuid, index, _ in memory:
+            targets[(uuid, index)] += 1
+        by_sm = {(uuid, index) for uuid, index, _ in sm}
+        return [
+            Sample(metric=BASIS_METRIC, value=1.0, ts=now, labels={
+                "host": self.host, "gpu_uuid": uuid, "gpu_index": index,
+                "basis": "sm_utilization" if (uuid, index) in by_sm else "memory"})
+            for (uuid, index), count in sorted(targets.items()) if count > 1
         ]  # fmt: skip
 
     def _memory(
         self,
-        processes: Mapping[tuple[str, str], list[Sample]],
-        used: Mapping[tuple[str, str], float],
-    ) -> dict[tuple[str, str, str], float]:
-        out: dict[tuple[str, str, str], float] = defaultdict(float)
+        processes: Mapping[Gpu, list[Sample]],
+        used: Mapping[Gpu, float],
+        util: Mapping[Gpu, Mapping[str, float]],
+    ) -> tuple[dict[GpuTarget, float], dict[GpuTarget, float]]:
+        """Per (GPU, target): memory, and summed SM utilization where every process on the GPU
+        reported one and the GPU's targets' sum is above 0."""
+        out: dict[GpuTarget, float] = defaultdict(float)
+        sm: dict[GpuTarget, float] = {}
         for gpu in set(processes) | set(used):
             eligible = [t for t in self.targets if not t.gpus or set(gpu) & set(t.gpus)]
-            attributed = False
+            reported = util.get(gpu, {})
+            busy: dict[GpuTarget, float] = defaultdict(float)
             for s in processes.get(gpu, []):
                 target = self._target_of(int(s.labels["pid"]), s.labels.get("unit", ""), eligible)
                 if target is not None:
                     out[(*gpu, target)] += s.value
-                    attributed = True
-            if not attributed and not processes.get(gpu) and gpu in used:
+                    busy[(*gpu, target)] += reported.get(s.labels["pid"], 0.0)
+            every = all(s.labels["pid"] in reported for s in processes.get(gpu, []))
+            if busy and every and sum(busy.values()) > 0:
+                sm.update(busy)
+            if not busy and not processes.get(gpu) and gpu in used:
                 for t in eligible:
                     if t.gpus:  # claimed by configuration, processes unknown: the whole GPU
                         out[(*gpu, t.name)] += used[gpu]
-        return out
+        return out, sm
 
     def _target_of(self, pid: int, unit: str, eligible: Sequence[TargetPlacement]) -> str | None:
         # Resolved once per pid against every target, then checked per GPU: a process on

@@ -30,6 +30,9 @@ class Observation:
     utilization: float | None  # 0-1; None: not reported (counted as not busy)
     energy_joules: float | None  # the cumulative counter
     targets: Mapping[str, float] = field(default_factory=dict)  # target -> memory bytes
+    # target -> its processes' summed SM utilization, where NVML gave every process on the GPU
+    # one (agent.cost.allocation); empty: not known, the split is by memory
+    sm_utilization: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,14 +54,26 @@ class Allocation:
     cost_usd: Decimal | None = None
 
 
-def shares(targets: Mapping[str, float], rule: str) -> dict[str, float]:
-    """Each target's share of a GPU: by memory used (default) or equal; empty: unallocated."""
+def shares(
+    targets: Mapping[str, float], rule: str, sm_utilization: Mapping[str, float] = {}
+) -> dict[str, float]:
+    """Each target's share of a GPU: equal, or (the default rule, "memory") by SM utilization
+    where every target on it has one and they sum above 0, else by memory used; empty:
+    unallocated."""
     if not targets:
         return {}
+    if rule != "equal" and split_by_sm(targets, sm_utilization):
+        busy = sum(sm_utilization[t] for t in targets)
+        return {t: sm_utilization[t] / busy for t in targets}
     total = sum(targets.values())
     if rule == "equal" or total <= 0:
         return {t: 1 / len(targets) for t in targets}
     return {t: m / total for t, m in targets.items()}
+
+
+def split_by_sm(targets: Mapping[str, float], sm_utilization: Mapping[str, float]) -> bool:
+    """Whether a GPU's targets are split by SM utilization rather than by memory."""
+    return all(t in sm_utilization for t in targets) and sum(sm_utilization[t] for t in targets) > 0
 
 
 def meter(
@@ -78,7 +93,7 @@ def meter(
         if length <= 0 or length > max_gap:
             continue
         energy = _energy_step(before.energy_joules, after.energy_joules)
-        split = shares(after.targets, split_rule)
+        split = shares(after.targets, split_rule, after.sm_utilization)
         for start, lo, seconds in _spread(before.ts, after.ts, bucket_seconds):
             hi = lo + timedelta(seconds=seconds)
             for part, price in _priced(lo, hi, price_at):

@@ -35,7 +35,8 @@ GPU_INFO = "gpuwatch_gpu_info"
 UTIL = "gpuwatch_gpu_utilization_ratio"
 ENERGY = "gpuwatch_gpu_energy_joules_total"
 TARGET_MEMORY = "gpuwatch_target_gpu_memory_bytes"
-METERED = frozenset({GPU_INFO, UTIL, ENERGY, TARGET_MEMORY})  # what gpu_observations reads
+TARGET_SM = "gpuwatch_target_gpu_sm_utilization_ratio"
+METERED = frozenset({GPU_INFO, UTIL, ENERGY, TARGET_MEMORY, TARGET_SM})  # gpu_observations reads
 UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
@@ -166,11 +167,11 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
     """Per physical GPU (uuid, index), its observations: one per tick it was seen."""
     seen: dict[tuple[str, str], dict[datetime, dict[str, Any]]] = defaultdict(dict)
     for sid, (metric, labels) in meta.items():
-        if "mig_instance" in labels or metric not in (GPU_INFO, UTIL, ENERGY, TARGET_MEMORY):
+        if "mig_instance" in labels or metric not in METERED:
             continue
         gpu = (labels.get("gpu_uuid", ""), labels.get("gpu_index", ""))
         for ts, value in points.get(sid, []):
-            reading = seen[gpu].setdefault(ts, {"targets": {}})
+            reading = seen[gpu].setdefault(ts, {"targets": {}, "sm": {}})
             if metric == GPU_INFO:
                 reading["seen"] = True
             elif metric == UTIL:
@@ -178,10 +179,11 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
             elif metric == ENERGY:
                 reading["energy"] = value
             else:
-                reading["targets"][labels.get("target", "")] = value
+                basis = "targets" if metric == TARGET_MEMORY else "sm"
+                reading[basis][labels.get("target", "")] = value
     return {
         gpu: [
-            Observation(ts, r.get("util"), r.get("energy"), r["targets"])
+            Observation(ts, r.get("util"), r.get("energy"), r["targets"], r["sm"])
             for ts, r in sorted(readings.items())
             if r.get("seen")
         ]

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 
 from agent.cost.split import Split, series_ranges
+from agent.cost.split_basis import SplitBasis, split_bases
 from agent.storage.rolled_up import (
     COMPLETED_GENERATION_TOKENS,
     COMPLETED_PROMPT_TOKENS,
@@ -153,6 +154,7 @@ class GpuLine:
     observed_seconds: float
     busy_seconds: float
     unpriced_seconds: float = 0.0  # observed while no rate covered the GPU: cost unknown
+    shared: SplitBasis | None = None  # how its cost was split, where several targets used it
 
     @property
     def utilization(self) -> float | None:
@@ -231,7 +233,8 @@ def summarize_on(
     usage = conn.execute(_usage_query(split, host)).mappings().all()
     allocations = conn.execute(_allocation_query(split, host)).mappings().all()
     tokens = tokens_by_target(_token_rows(conn, split, host))
-    return _summary(start, end, usage, allocations, tokens, useful)
+    bases = split_bases(conn, split, () if host is None else (host,))
+    return _summary(start, end, usage, allocations, tokens, useful, bases)
 
 
 def metered_usd(engine: Engine, start: datetime, end: datetime) -> Decimal:
@@ -350,12 +353,13 @@ def _summary(
     allocations: Sequence[Any],
     tokens: Mapping[TokenKey, Tokens],
     rule: str,
+    bases: Mapping[tuple[str, str], SplitBasis] = {},
 ) -> Summary:
     target_cost: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for a in allocations:
         target_cost[(a["host"], a["target"])] += a["cost_usd"] or Decimal(0)
     models = model_lines(target_cost, tokens, rule, _target_unknowns(allocations))
-    gpus = _gpu_lines(usage)
+    gpus = _gpu_lines(usage, bases)
     hosts = _host_lines(gpus, tokens, rule)
     total_tokens = sum(tokens.values(), Tokens())
     fleet_cost = sum((g.cost_usd for g in gpus), Decimal(0))
@@ -454,7 +458,9 @@ def model_shares(
     return out
 
 
-def _gpu_lines(usage: Sequence[Any]) -> tuple[GpuLine, ...]:
+def _gpu_lines(
+    usage: Sequence[Any], bases: Mapping[tuple[str, str], SplitBasis]
+) -> tuple[GpuLine, ...]:
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for row in usage:
         a = acc.setdefault((row["host"], row["gpu_uuid"]), {
@@ -467,7 +473,7 @@ def _gpu_lines(usage: Sequence[Any]) -> tuple[GpuLine, ...]:
         a["unpriced"] += row["unpriced_seconds"] or 0.0
     return tuple(
         GpuLine(host, uuid, a["index"], a["cost"], a["idle"], a["observed"], a["busy"],
-                a["unpriced"])
+                a["unpriced"], bases.get((host, uuid)))
         for (host, uuid), a in sorted(acc.items())
     )  # fmt: skip
 

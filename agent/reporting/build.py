@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 
 from agent.config.settings import Config
 from agent.cost.provisional import reading
+from agent.cost.split_basis import split_bases
 from agent.reporting.figures import Figures
 from agent.reporting.model import DataExtent, Period, Report
 from agent.reporting.parts import (
@@ -72,11 +73,12 @@ def build_report(
         previous = Window.read(conn, before.start, before.end, wanted, [before.start])
         measured = gauges(conn, current.split, wanted)
         names = gpu_names(conn, wanted)
+        bases = split_bases(conn, current.split, wanted.hosts)
         fired = history(conn, period)
     figures = Figures.of(current, wanted, rule)
     earlier = Figures.of(previous, wanted, rule)
     billed_usd = None if wanted.any else billed_by_source(engine, period)
-    gpus = gpu_rows(figures, measured, names)
+    gpus = gpu_rows(figures, measured, names, bases, config.cost.shared_gpu_split)
     alerts = [a for a in fired if wanted.keeps_alert(a, figures.targets, figures.gpus)]
     models_rows = model_rows(figures, earlier, measured)
     teams, projects = group_rows(figures, config)

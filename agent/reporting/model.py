@@ -118,6 +118,10 @@ class GpuRow:
     vram_peak_bytes: float | None  # the highest memory used seen in the period
     vram_total_bytes: float | None
     cost_unknown_reason: str | None = None  # set: no rate for some of its time
+    # Used by several targets: how its cost was split among them ("sm_utilization", "memory",
+    # both joined by "+" where it changed, "equal"), and that in words; None: not shared.
+    shared_split: str | None = None
+    shared_split_note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

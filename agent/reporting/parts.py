@@ -41,6 +41,7 @@ from sqlalchemy import Engine
 
 from agent.config.settings import Config
 from agent.cost.budget import gather_spend
+from agent.cost.split_basis import SplitBasis
 from agent.cost.summarize import abandoned_cost, metered_usd
 from agent.reporting.figures import Figures, Share, hours, per_million
 from agent.reporting.model import (
@@ -195,7 +196,13 @@ def _host_usage(f: Figures) -> dict[str, Usage]:
     return out
 
 
-def gpu_rows(f: Figures, gauges: Gauges, names: Mapping[GpuKey, str]) -> tuple[GpuRow, ...]:
+def gpu_rows(
+    f: Figures,
+    gauges: Gauges,
+    names: Mapping[GpuKey, str],
+    bases: Mapping[GpuKey, SplitBasis] = {},
+    split_rule: str = "memory",
+) -> tuple[GpuRow, ...]:
     rows = [
         GpuRow(
             host=host,
@@ -210,10 +217,19 @@ def gpu_rows(f: Figures, gauges: Gauges, names: Mapping[GpuKey, str]) -> tuple[G
             vram_peak_bytes=gauges.vram_peak.get((host, uuid)),
             vram_total_bytes=gauges.vram_total.get((host, uuid)),
             cost_unknown_reason=f"no rate for GPU {uuid} on {host}" if u.unpriced > 0 else None,
+            **_shared(bases.get((host, uuid)), split_rule),
         )
         for (host, uuid), u in f.usage.items()
     ]
     return tuple(sorted(rows, key=lambda g: (g.host, _index_order(g.gpu_index), g.gpu_uuid)))
+
+
+def _shared(basis: SplitBasis | None, rule: str) -> dict[str, str | None]:
+    if basis is None:
+        return {}
+    if rule == "equal":
+        return {"shared_split": "equal", "shared_split_note": "split equally"}
+    return {"shared_split": basis.basis, "shared_split_note": basis.describe()}
 
 
 def _index_order(index: str) -> tuple[int, str]:

@@ -26,6 +26,8 @@ REQUESTS_COMPLETED = "gpuwatch_engine_requests_completed_total"
 # Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
 MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
 MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
+# Ticks per rule that split a shared GPU's cost (``rollups.count``; agent.cost.split_basis).
+SPLIT_BASIS = "gpuwatch_gpu_split_basis_info"
 
 # Histograms (base names) whose bucket increases the report's latency quantiles and the alert
 # inputs' 24 h baseline read: one ``histogram_rollups`` row per histogram and bucket time.
@@ -44,6 +46,7 @@ SERIES_ROLLUPS = frozenset(
         REQUESTS_COMPLETED,
         MEMORY_USED,
         MEMORY_TOTAL,
+        SPLIT_BASIS,
     }
 )
 HISTOGRAM_ROLLUPS = frozenset({TTFT, E2E})

@@ -17,6 +17,7 @@ from collectors.base import Sample
 T = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 HOST = "box"
 GiB = 2**30
+SM = "gpuwatch_target_gpu_sm_utilization_ratio"
 GPU0 = ("GPU-00000000-0000-0000-0000-00000000aaaa", "0")
 GPU1 = ("GPU-00000000-0000-0000-0000-00000000bbbb", "1")
 MIG = "MIG-11111111-1111-1111-1111-111111111111"
@@ -96,17 +97,43 @@ def process(gpu: tuple[str, str], pid: int, memory: float, unit: str = "", **ext
                   labels={**labels, **extra})  # fmt: skip
 
 
+def util(gpu: tuple[str, str], pid: int, ratio: float, unit: str = "") -> Sample:
+    """NVML's per-process SM utilization, where the driver gives it."""
+    uuid, index = gpu
+    labels = {"host": HOST, "gpu_uuid": uuid, "gpu_index": index, "pid": str(pid), "unit": unit}
+    return Sample(metric="gpuwatch_gpu_process_utilization_ratio", value=ratio, ts=T,
+                  labels=labels)  # fmt: skip
+
+
+def bases_of(samples: Iterable[Sample]) -> dict[str, str]:
+    """GPU index -> the split rule its basis sample names, for the GPUs several targets use."""
+    out: dict[str, str] = {}
+    for s in samples:
+        if s.metric == "gpuwatch_gpu_split_basis_info":
+            assert s.value == 1.0
+            assert set(s.labels) == {"host", "gpu_uuid", "gpu_index", "basis"}
+            out[s.labels["gpu_index"]] = s.labels["basis"]
+    return out
+
+
 def used(gpu: tuple[str, str], memory: float, **extra: str) -> Sample:
     uuid, index = gpu
     return Sample(metric="gpuwatch_gpu_memory_used_bytes", value=memory, ts=T,
                   labels={"host": HOST, "gpu_uuid": uuid, "gpu_index": index, **extra})  # fmt: skip
 
 
-def memory_of(samples: Iterable[Sample]) -> dict[tuple[str, str], float]:
-    """(GPU index, target) -> bytes of the derived samples, checking their shape."""
+def memory_of(
+    samples: Iterable[Sample], metric: str = "gpuwatch_target_gpu_memory_bytes"
+) -> dict[tuple[str, str], float]:
+    """(GPU index, target) -> value of the derived samples of ``metric`` (per GPU and target),
+    checking their shape."""
     out: dict[tuple[str, str], float] = {}
     for s in samples:
-        assert s.metric == "gpuwatch_target_gpu_memory_bytes"
+        if s.metric == "gpuwatch_gpu_split_basis_info":
+            continue  # per GPU, not per target: see bases_of
+        assert s.metric in ("gpuwatch_target_gpu_memory_bytes", SM)
+        if s.metric != metric:
+            continue
         assert s.ts == T
         assert set(s.labels) == {"host", "gpu_uuid", "gpu_index", "target"}
         assert s.labels["host"] == HOST
@@ -134,6 +161,9 @@ def test_a_process_is_matched_by_its_unit(proc: FakeProc) -> None:
 
     # Two targets sharing GPU 0 each get their own memory: the basis of the memory split.
     assert memory_of(got) == {("0", "a"): 30 * GiB, ("0", "b"): 10 * GiB}
+    # No per-process utilization from NVML: split by memory, and said so for the shared GPU.
+    assert memory_of(got, SM) == {}
+    assert bases_of(got) == {"0": "memory"}
 
 
 def test_a_worker_is_matched_by_the_port_its_parent_listens_on(proc: FakeProc) -> None:
@@ -281,3 +311,67 @@ def test_a_process_first_seen_on_a_gpu_its_target_may_not_use_is_still_its_targe
     )
 
     assert memory_of(later) == {("1", "a"): 30 * GiB}
+
+
+# -- per-process utilization -------------------------------------------------------------------
+
+
+def shared(proc: FakeProc) -> Allocator:
+    return Allocator(HOST, [
+        TargetPlacement("a", "http://127.0.0.1:8000", unit="a.service"),
+        TargetPlacement("b", "http://127.0.0.1:8001", unit="b.service"),
+    ], proc.root)  # fmt: skip
+
+
+def test_a_shared_gpu_whose_processes_all_report_utilization_is_split_by_it(
+    proc: FakeProc,
+) -> None:
+    got = shared(proc).samples(
+        [
+            process(GPU0, 100, 30 * GiB, "a.service"),
+            process(GPU0, 101, 5 * GiB, "a.service"),  # a's second worker
+            process(GPU0, 200, 10 * GiB, "b.service"),
+            util(GPU0, 100, 0.4, "a.service"),
+            util(GPU0, 101, 0.3, "a.service"),
+            util(GPU0, 200, 0.1, "b.service"),
+            process(GPU1, 300, 20 * GiB, "a.service"),  # a alone on GPU 1
+            util(GPU1, 300, 0.9, "a.service"),
+        ],
+        T,
+    )
+
+    assert memory_of(got) == {("0", "a"): 35 * GiB, ("0", "b"): 10 * GiB, ("1", "a"): 20 * GiB}
+    sm = memory_of(got, SM)
+    assert sm == {("0", "a"): pytest.approx(0.7), ("0", "b"): 0.1, ("1", "a"): 0.9}
+    assert bases_of(got) == {"0": "sm_utilization"}  # GPU 1 is not shared: nothing to say
+
+
+def test_one_process_without_utilization_makes_the_gpu_split_by_memory(proc: FakeProc) -> None:
+    got = shared(proc).samples(
+        [
+            process(GPU0, 100, 30 * GiB, "a.service"),
+            process(GPU0, 200, 10 * GiB, "b.service"),
+            process(GPU0, 900, 1 * GiB, "jupyter.service"),  # nobody's, and no sample
+            util(GPU0, 100, 0.7, "a.service"),
+            util(GPU0, 200, 0.1, "b.service"),
+        ],
+        T,
+    )
+
+    assert memory_of(got, SM) == {}
+    assert bases_of(got) == {"0": "memory"}
+
+
+def test_targets_all_idle_are_split_by_memory_not_by_zero(proc: FakeProc) -> None:
+    got = shared(proc).samples(
+        [
+            process(GPU0, 100, 30 * GiB, "a.service"),
+            process(GPU0, 200, 10 * GiB, "b.service"),
+            util(GPU0, 100, 0.0, "a.service"),
+            util(GPU0, 200, 0.0, "b.service"),
+        ],
+        T,
+    )
+
+    assert memory_of(got, SM) == {}
+    assert bases_of(got) == {"0": "memory"}

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
+
 from agent.config.rates import Rate
 from agent.cost.ledger import Allocation, Observation, PriceAt, Usage, meter, shares
 from agent.cost.ratecard import GpuPrice, RateCard
@@ -254,3 +256,28 @@ def test_a_gpu_no_target_uses_is_metered_but_unallocated() -> None:
     assert usage[T].observed_seconds == 20.0
     assert usage[T].cost_usd == Decimal("0.020")
     assert usage[T].allocations == {}
+
+
+def test_shares_by_sm_utilization_where_every_target_has_one() -> None:
+    memory = {"a": 30.0, "b": 10.0}
+    assert shares(memory, "memory", {"a": 0.7, "b": 0.1}) == pytest.approx({"a": 7 / 8, "b": 1 / 8})
+    # A target without one, or none busy: the memory share, as before.
+    assert shares(memory, "memory", {"a": 0.7}) == {"a": 0.75, "b": 0.25}
+    assert shares(memory, "memory", {"a": 0.0, "b": 0.0}) == {"a": 0.75, "b": 0.25}
+    # "equal" is the operator's choice: utilization does not override it.
+    assert shares(memory, "equal", {"a": 0.7, "b": 0.1}) == {"a": 0.5, "b": 0.5}
+
+
+def test_allocations_split_by_sm_utilization_when_the_observation_has_it() -> None:
+    def sm_obs(seconds: float, sm: Mapping[str, float]) -> Observation:
+        return Observation(at(seconds), 0.5, None, {"a": 30.0, "b": 10.0}, dict(sm))
+
+    # (T, T+16] split 7:1 by utilization; (T+16, T+24] by memory (3:1): no utilization then.
+    sm = {"a": 0.875, "b": 0.125}  # exact in binary: the sums below are exact
+    usage = meter([sm_obs(0, {}), sm_obs(16, sm), sm_obs(24, {})], MINUTE, MAX_GAP, flat)
+
+    assert usage[T].allocations == {
+        "a": Allocation(seconds=20.0, busy_seconds=10.0, cost_usd=Decimal("0.020")),
+        "b": Allocation(seconds=4.0, busy_seconds=2.0, cost_usd=Decimal("0.004")),
+    }
+    assert usage[T].cost_usd == Decimal("0.024")  # the GPU's cost itself is unchanged

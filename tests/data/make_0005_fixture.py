@@ -205,13 +205,22 @@ def figures(engine: Engine) -> dict[str, Any]:
         report = build_report(engine, CONFIG, period, now=NOW, fresh=False)
         document = to_document(report)
         document.pop("data")  # what the window holds: a report field added after 0005
+        for gpu in (*document["gpus"], *document["top_waste"]):
+            gpu.pop("shared_split")  # how a shared GPU was split: a field added after 0005
         out[f"report/{name}"] = document
         for useful in ("output", "output+prompt"):
             summary = summarize(engine, period.start, period.end, useful=useful)
-            out[f"summary/{name}/{useful}"] = plain(dataclasses.asdict(summary))
+            out[f"summary/{name}/{useful}"] = _summary(summary)
         summary = summarize(engine, period.start, period.end, host=HOST)
-        out[f"summary/{name}/host"] = plain(dataclasses.asdict(summary))
+        out[f"summary/{name}/host"] = _summary(summary)
     return out
+
+
+def _summary(summary: Any) -> Any:
+    document = plain(dataclasses.asdict(summary))
+    for gpu in document["gpus"]:
+        gpu.pop("shared")  # how a shared GPU was split: a field added after 0005
+    return document
 
 
 def plain(value: Any) -> Any:

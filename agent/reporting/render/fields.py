@@ -179,6 +179,7 @@ def gpu_record(g: GpuRow) -> Record:
         "vram_peak_bytes": Cell(Kind.BYTES, g.vram_peak_bytes),
         "vram_total_bytes": Cell(Kind.BYTES, g.vram_total_bytes),
         "cost_unknown_reason": Cell(Kind.TEXT, g.cost_unknown_reason, ""),
+        "shared_split": Cell(Kind.TEXT, g.shared_split, ""),
     }
 
 

@@ -280,6 +280,9 @@ def _gpus(report: Report) -> Section:
     )
     records = _each(report.gpus, fields.gpu_record)
     note = "hours observed, hours busy, and what the time not busy cost"
+    shared = [f"GPU {g.gpu_index} on {g.host} {g.shared_split_note}"
+              for g in report.gpus if g.shared_split_note]  # fmt: skip
+    note += "; shared: " + "; ".join(shared) if shared else ""
     return _grid("gpus", "GPU time", columns, records, note=note)
 
 

@@ -28,6 +28,7 @@
  *                                                      in index order)
  *   mig gpu=<index> idx=<slot> uuid=MIG-... total=<B> used=<B> reserved=<B> gi=<id> ci=<id>
  *   proc gpu=<index> pid=<pid> mem=<B> type=compute|graphics|both [mig=<slot>]
+ *       [smutil=<percent>]             its SM utilization (nvmlDeviceGetProcessUtilization)
  *   missing <nvmlFunctionName>          that function returns NVML_ERROR_FUNCTION_NOT_FOUND
  *   fail <nvmlFunctionName> <code>      that function returns <code> (e.g. 18 at init)
  *   xid gpu=<index> code=<n>            an Xid event on that GPU (nvmlEventSetWait_v2)
@@ -38,6 +39,9 @@
  * A numeric GPU field that is absent or negative makes the functions reading it return
  * NVML_ERROR_NOT_SUPPORTED (util covers both utilization rates; total covers memory info).
  * A process mem of -1 is reported as NVML_VALUE_NOT_AVAILABLE (pynvml turns it into None).
+ * nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED on a GPU none of whose processes has
+ * an smutil key (and on MIG); otherwise, as the real one, one sample per process whose smutil
+ * is above 0 (a process idle over the sample period is left out), NOT_FOUND when there is none.
  * No migmode key means the GPU is not MIG-capable. lost=1 makes every call on that GPU's
  * handles (and nvmlDeviceGetHandleByIndex for it) return NVML_ERROR_GPU_IS_LOST.
  * Calls before nvmlInit or after the matching nvmlShutdown return NVML_ERROR_UNINITIALIZED.
@@ -97,6 +101,7 @@ typedef struct {
     int gpu, mig; /* mig: slot index, or -1 when the process is not in a MIG instance */
     unsigned int pid;
     long long mem;
+    long long smutil; /* percent; NOT_SET: this process has no utilization sample */
     int compute, graphics;
 } fake_proc;
 
@@ -268,7 +273,8 @@ static void parse_proc(char *rest)
 {
     if (cfg.nprocs >= MAX_PROCS)
         return;
-    fake_proc p = {.gpu = 0, .mig = -1, .pid = 0, .mem = NOT_SET, .compute = 1, .graphics = 0};
+    fake_proc p = {.gpu = 0, .mig = -1, .pid = 0, .mem = NOT_SET, .smutil = NOT_SET,
+                   .compute = 1, .graphics = 0};
     char *key, *value;
     while (next_pair(&rest, &key, &value)) {
         if (!strcmp(key, "gpu"))
@@ -279,6 +285,8 @@ static void parse_proc(char *rest)
             p.pid = (unsigned int)parse_number(value);
         else if (!strcmp(key, "mem"))
             p.mem = parse_number(value);
+        else if (!strcmp(key, "smutil"))
+            p.smutil = parse_number(value);
         else if (!strcmp(key, "type")) {
             p.compute = !strcmp(value, "compute") || !strcmp(value, "both");
             p.graphics = !strcmp(value, "graphics") || !strcmp(value, "both");
@@ -796,6 +804,51 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
     return list_processes(g, m, device, 1, infoCount, infos);
 }
 #endif
+
+/*
+ * Per-process utilization, with NVML's two-call protocol (pynvml asks with no buffer first and
+ * expects INSUFFICIENT_SIZE). Samples are stamped now, in CPU microseconds as the real one
+ * stamps them, so any lastSeenTimeStamp from an earlier answer still sees them.
+ */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp)
+{
+    BEGIN_DEVICE(device);
+    if (!processSamplesCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (m != NULL || g->migmode == NVML_DEVICE_MIG_ENABLE)
+        return NVML_ERROR_NOT_SUPPORTED;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long stamp =
+        (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL;
+    int supported = 0;
+    unsigned int n = 0, capacity = *processSamplesCount;
+    for (int i = 0; i < cfg.nprocs; i++) {
+        const fake_proc *p = &cfg.procs[i];
+        if (p->gpu != device->gpu || p->smutil == NOT_SET)
+            continue;
+        supported = 1;
+        if (p->smutil <= 0 || stamp <= lastSeenTimeStamp)
+            continue; /* idle over the period: the real library leaves it out */
+        if (utilization && n < capacity) {
+            nvmlProcessUtilizationSample_t *s = &utilization[n];
+            memset(s, 0, sizeof(*s));
+            s->pid = p->pid;
+            s->timeStamp = stamp;
+            s->smUtil = (unsigned int)p->smutil;
+        }
+        n++;
+    }
+    *processSamplesCount = n;
+    if (!supported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (n == 0)
+        return NVML_ERROR_NOT_FOUND;
+    return (utilization && n <= capacity) ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
 
 /* ---------------------------------------------------------------- MIG */
 

@@ -83,6 +83,9 @@ class FakeProcess:
     mem: int | None  # bytes; None: NVML_VALUE_NOT_AVAILABLE
     type: Literal["compute", "graphics", "both"] = "compute"
     mig: int | None = None  # MIG slot the process runs in
+    # Percent, for nvmlDeviceGetProcessUtilization; None: no sample (on a GPU where no process
+    # has one, that call is not supported).
+    smutil: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,4 +169,5 @@ def _mig_line(gpu_index: int, mig: FakeMig) -> str:
 
 def _proc_line(proc: FakeProcess) -> str:
     mig = "" if proc.mig is None else f" mig={proc.mig}"
-    return f"proc gpu={proc.gpu} pid={proc.pid} mem={_number(proc.mem)} type={proc.type}{mig}"
+    util = "" if proc.smutil is None else f" smutil={proc.smutil}"
+    return f"proc gpu={proc.gpu} pid={proc.pid} mem={_number(proc.mem)} type={proc.type}{mig}{util}"
