@@ -32,7 +32,8 @@ def report() -> Report:
 # -- table -----------------------------------------------------------------------------------------
 
 
-TABLE_SECTIONS = ["SUMMARY", "SPEND BY SOURCE", "MODELS", "HOSTS", "GPU TIME", "TOP WASTE",
+TABLE_SECTIONS = ["SUMMARY", "SPEND BY SOURCE", "MODELS", "USEFUL AND ABANDONED WORK", "HOSTS",
+                  "GPU TIME", "TOP WASTE",
                   "LATENCY", "ALERTS", "QUEUE INCIDENTS", "BUDGET", "RECOMMENDATIONS"]  # fmt: skip
 
 

@@ -61,7 +61,7 @@ def test_the_demo_prints_a_report_with_cost_per_million_tokens_for_each_model(
     _, out = demo
     assert "simulated rounds of 2 hosts over 2 days" in out
     assert "simulating the fleet" not in out  # no progress bar when stdout is not a terminal
-    spend = re.search(rf"^  spend\s+({MONEY})$", out, re.MULTILINE)
+    spend = re.search(rf"^  spend \(billed or metered: see note\)\s+({MONEY})$", out, re.MULTILINE)
     assert spend and spend.group(1) != "$0.00"
     models = models_section(out)
     assert set(models) == set(MODELS)
