@@ -12,18 +12,21 @@ if TYPE_CHECKING:
 
 
 def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, ...]]:
-    """ "team" and "project" -> their lines; "(no target)" after them where GPU time was
+    """ "target", "team" and "project" -> their lines; "(no target)" after them where GPU time was
     held by no target (so that the lines add up to the fleet's metered cost). None where no
     label is configured (every line would be "(unlabelled)"), as in the report."""
     from agent.cost import teams
 
+    # Every serving target's cost and idle dollars, labelled or not.
+    targets = teams.roll_up(lambda host, target: f"{host}/{target}", s.targets, s.tokens, rule)
     if not labels.entries:
-        return {"team": (), "project": ()}
+        return {"target": targets, "team": (), "project": ()}
     rest = teams.no_target(
         s.fleet.cost_usd, s.gpu_seconds, sum(g.unpriced_seconds for g in s.gpus), s.targets
     )
     extra = (rest,) if rest.seconds > 0 or rest.cost_usd > 0 else ()
     return {
+        "target": targets,
         "team": teams.teams(labels, s.targets, s.tokens, rule) + extra,
         "project": teams.projects(labels, s.targets, s.tokens, rule) + extra,
     }

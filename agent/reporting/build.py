@@ -37,6 +37,7 @@ from agent.reporting.parts import (
     model_rows,
     queue_incidents,
     spend_sources,
+    target_rows,
     top_waste,
     totals,
 )
@@ -106,6 +107,7 @@ def build_report(
         model_days=model_days(figures, days, rule),
         gpu_days=gpu_days(figures, gpus, days),
         data=DataExtent(coverage.first, coverage.last),
+        targets=target_rows(figures),
         teams=teams,
         projects=projects,
         team_budgets=team_budget_rows(engine, config, period, now),

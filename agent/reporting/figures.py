@@ -26,6 +26,7 @@ from decimal import Decimal
 from functools import cached_property
 
 from agent.cost.summarize import MILLION, TokenKey, Tokens, model_shares
+from agent.cost.teams import idle_usd
 from agent.reporting.queries import Allocated, GpuKey, TargetKey, Usage, Wanted, Window
 
 HOUR = 3600
@@ -128,6 +129,7 @@ class Figures:
                     a.busy * part,
                     seconds=a.seconds * part,
                     unpriced=a.unpriced * part,
+                    idle=idle_usd(a) * share,
                 )
         for (_, _, model), t in tokens.items():
             out[model] = out[model] + Share(tokens=t)
@@ -143,6 +145,7 @@ class Share:
     tokens: Tokens = Tokens()
     seconds: float = 0.0  # the GPU time behind the cost
     unpriced: float = 0.0  # of which no rate priced
+    idle: Decimal = Decimal(0)  # what its allocated time that was not busy cost
 
     def __add__(self, other: Share) -> Share:
         return Share(
@@ -151,6 +154,7 @@ class Share:
             self.tokens + other.tokens,
             self.seconds + other.seconds,
             self.unpriced + other.unpriced,
+            self.idle + other.idle,
         )
 
     @property

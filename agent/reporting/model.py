@@ -90,6 +90,21 @@ class ModelRow:
     # the request) or "token_counters" (the engine's token counters), "+"-joined when mixed.
     useful_tokens_source: str = ""
     cost_unknown_reason: str | None = None  # set: cost and cost per million tokens unknown
+    idle_cost_usd: Decimal = Decimal(0)  # its share of its targets' allocated time not busy
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRow:
+    """A serving target's GPU time and cost from the ledger's allocations, and what its
+    allocated time that was not busy cost (its idle dollars)."""
+
+    host: str
+    target: str
+    gpu_hours: float
+    busy_gpu_hours: float
+    cost_usd: Decimal
+    idle_cost_usd: Decimal
+    cost_unknown_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +272,7 @@ class Report:
     model_days: tuple[ModelDay, ...]
     gpu_days: tuple[GpuDay, ...]
     data: DataExtent = DataExtent(None, None)
+    targets: tuple[TargetRow, ...] = ()
     teams: tuple[GroupRow, ...] = ()  # by the configured labels (agent.config.teams)
     projects: tuple[GroupRow, ...] = ()
     team_budgets: tuple[TeamBudgetRow, ...] = ()

@@ -43,6 +43,7 @@ from agent.config.settings import Config
 from agent.cost.budget import gather_spend
 from agent.cost.split_basis import SplitBasis
 from agent.cost.summarize import abandoned_cost, metered_usd
+from agent.cost.teams import idle_usd
 from agent.reporting.figures import Figures, Share, hours, per_million
 from agent.reporting.model import (
     AlertRow,
@@ -57,6 +58,7 @@ from agent.reporting.model import (
     Period,
     QueueIncident,
     SpendSource,
+    TargetRow,
     Totals,
 )
 from agent.reporting.queries import Alert, Gauges, GpuKey, Usage
@@ -138,6 +140,7 @@ def model_rows(f: Figures, earlier: Figures, gauges: Gauges) -> tuple[ModelRow, 
             abandoned_cost_usd=abandoned_cost(m.cost, m.tokens, m.cost_unknown),
             useful_tokens_source=m.tokens.basis,
             cost_unknown_reason=m.cost_unknown,
+            idle_cost_usd=m.idle,
             cost_per_million_tokens_usd=m.per_million(f.rule),
             previous_cost_per_million_tokens_usd=_previous(before.get(model), f.rule),
             ttft=_latency(gauges.buckets.get((model, "ttft"))),
@@ -335,3 +338,17 @@ def gpu_days(
             util = None if u is None else u.utilization
             out.append(GpuDay(g.host, g.gpu_uuid, g.gpu_index, day, util))
     return tuple(out)
+
+
+def target_rows(f: Figures) -> tuple[TargetRow, ...]:
+    """Every serving target on the kept GPUs: its allocated GPU time, cost and idle dollars
+    (the allocated time that was not busy, at that time's price; agent.cost.teams.idle_usd)."""
+    rows = []
+    for (host, target), a in sorted(f.target_totals().items()):
+        if not f.wanted.hosts or host in f.wanted.hosts:
+            unknown = Share(seconds=a.seconds, unpriced=a.unpriced).cost_unknown
+            rows.append(
+                TargetRow(host, target, hours(a.seconds), hours(a.busy), a.cost, idle_usd(a),
+                          unknown)
+            )  # fmt: skip
+    return tuple(rows)

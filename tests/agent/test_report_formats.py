@@ -32,8 +32,8 @@ def report() -> Report:
 # -- table -----------------------------------------------------------------------------------------
 
 
-TABLE_SECTIONS = ["SUMMARY", "SPEND BY SOURCE", "MODELS", "USEFUL AND ABANDONED WORK", "HOSTS",
-                  "GPU TIME", "TOP WASTE",
+TABLE_SECTIONS = ["SUMMARY", "SPEND BY SOURCE", "MODELS", "USEFUL AND ABANDONED WORK", "TARGETS",
+                  "HOSTS", "GPU TIME", "TOP WASTE",
                   "LATENCY", "ALERTS", "QUEUE INCIDENTS", "BUDGET", "RECOMMENDATIONS"]  # fmt: skip
 
 
@@ -121,7 +121,7 @@ def test_a_report_says_up_to_when_its_data_is_complete(report: Report) -> None:
 
 # -- CSV -------------------------------------------------------------------------------------------
 
-CSV_SECTIONS = ["report", "summary", "spend_sources", "models", "work", "hosts", "gpus",
+CSV_SECTIONS = ["report", "summary", "spend_sources", "models", "work", "targets", "hosts", "gpus",
                 "top_waste", "latency", "alerts", "queue_incidents", "budget", "recommendations",
                 "daily_spend", "model_days", "gpu_days"]  # fmt: skip
 

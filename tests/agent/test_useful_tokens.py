@@ -116,6 +116,11 @@ def test_useful_output_is_what_completed_requests_generated_and_dropped_streams_
     assert row.abandoned_cost_usd == row.cost_usd * Decimal(dropped) / Decimal(useful + dropped)
     assert row.cost_per_million_tokens_usd == row.cost_usd / Decimal(useful) * Decimal(10**6)
     assert report.totals.abandoned_tokens == dropped
+    # Idle dollars per target and per model: the GPU was 60 % busy, all of it the target's.
+    (target,) = report.targets
+    assert (target.host, target.target, target.cost_usd) == ("box", "t1", row.cost_usd)
+    assert round(target.idle_cost_usd, 9) == round(row.cost_usd * Decimal("0.4"), 9)
+    assert row.idle_cost_usd == target.idle_cost_usd
 
     as_json = json.loads(render(report, "json"))
     model = as_json["models"][0]
@@ -124,8 +129,10 @@ def test_useful_output_is_what_completed_requests_generated_and_dropped_streams_
         "completed_requests",
     )
     assert Decimal(model["abandoned_cost_usd"]) == round(row.abandoned_cost_usd, 2)
+    assert as_json["targets"][0]["idle_cost_usd"] == str(round(target.idle_cost_usd, 2))
     text = render(report, "table")
     assert "USEFUL AND ABANDONED WORK" in text and "completed_requests" in text
+    assert "TARGETS" in text
     digest = json.dumps(digest_payload(report, None))
     assert f"abandoned {dropped:,} tokens" in digest
 
@@ -137,8 +144,14 @@ def test_cost_json_gives_abandoned_work_per_model(
     completed, dropped = _run(app, traffic, 12, START)
     capsys.readouterr()
     assert main(["cost", "--json", "--window", "30d", "--config", str(path)]) == 0
-    (model,) = json.loads(capsys.readouterr().out)["models"]
+    document = json.loads(capsys.readouterr().out)
+    (model,) = document["models"]
     assert model["useful_tokens"] == sum(r.generation_tokens for r in completed)
+    # The serving target's idle dollars: its GPU was busy 60 % of the time it held it.
+    (target,) = document["targets"]
+    assert target["name"] == "box/t1"
+    cost, idle = Decimal(target["cost_usd"]), Decimal(target["idle_cost_usd"])
+    assert cost > 0 and abs(idle - cost * Decimal("0.4")) < Decimal("0.000002")
     assert model["abandoned_tokens"] == dropped
     assert model["useful_tokens_source"] == "completed_requests"
     assert model["requests_completed"] == len(completed)

@@ -26,6 +26,7 @@ from agent.reporting.model import (
     Recommendation,
     Report,
     SpendSource,
+    TargetRow,
     TeamBudgetRow,
     Totals,
 )
@@ -141,6 +142,7 @@ def model_record(m: ModelRow) -> Record:
         "abandoned_tokens": Cell(Kind.COUNT, m.abandoned_tokens, UNCOUNTED),
         "abandoned_cost_usd": Cell(Kind.USD, m.abandoned_cost_usd, UNCOUNTED),
         "cost_unknown_reason": Cell(Kind.TEXT, m.cost_unknown_reason, ""),
+        "idle_cost_usd": _cost(m.idle_cost_usd, m.cost_unknown_reason),
     }
     for name, latency in (("ttft", m.ttft), ("e2e", m.e2e)):
         record[f"p50_{name}_seconds"] = Cell(Kind.SECONDS, latency.p50_seconds)
@@ -274,4 +276,19 @@ def gpu_day_record(g: GpuDay) -> Record:
         "gpu_index": Cell(Kind.TEXT, g.gpu_index),
         "day": Cell(Kind.DAY, g.day),
         "utilization_ratio": Cell(Kind.RATIO, g.utilization_ratio),
+    }
+
+
+def target_record(t: TargetRow) -> Record:
+    return {
+        "host": Cell(Kind.TEXT, t.host),
+        "target": Cell(Kind.TEXT, t.target),
+        "gpu_hours": Cell(Kind.HOURS, t.gpu_hours),
+        "busy_gpu_hours": Cell(Kind.HOURS, t.busy_gpu_hours),
+        "utilization_ratio": Cell(
+            Kind.RATIO, t.busy_gpu_hours / t.gpu_hours if t.gpu_hours else None
+        ),
+        "cost_usd": _cost(t.cost_usd, t.cost_unknown_reason),
+        "idle_cost_usd": _cost(t.idle_cost_usd, t.cost_unknown_reason),
+        "cost_unknown_reason": Cell(Kind.TEXT, t.cost_unknown_reason, ""),
     }

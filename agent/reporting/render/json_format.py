@@ -43,6 +43,7 @@ def to_document(report: Report) -> dict[str, Any]:
         "totals": _object(fields.totals_record(report.totals)),
         "spend_sources": _list(report.spend_sources, fields.spend_source_record),
         "models": _list(report.models, fields.model_record),
+        "targets": _list(report.targets, fields.target_record),
         "hosts": _list(report.hosts, fields.host_record),
         "gpus": _list(report.gpus, fields.gpu_record),
         "top_waste": _list(report.top_waste, fields.gpu_record),

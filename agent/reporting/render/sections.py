@@ -145,6 +145,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _spend_sources(report),
         _models(report),
         _work(report),
+        _targets(report),
         _hosts(report),
         *group_sections(report),
         _gpus(report),
@@ -199,6 +200,7 @@ def _work(report: Report) -> Section:
         Column("output_tokens", "useful output"),
         Column("abandoned_tokens", "abandoned"),
         Column("abandoned_cost_usd", "abandoned $"),
+        Column("idle_cost_usd", "idle $"),
         _text("cost_unknown_reason", "cost unknown"),
     )
     records = _each(report.models, fields.model_record)
@@ -207,6 +209,20 @@ def _work(report: Report) -> Section:
         "token_counters: every token generated (abandoned work not counted)"
     )
     return _grid("work", "Useful and abandoned work", columns, records, note=note)
+
+
+def _targets(report: Report) -> Section:
+    columns = (
+        _text("host", "host"),
+        _text("target", "target"),
+        Column("gpu_hours", "GPU hours"),
+        Column("utilization_ratio", "util"),
+        Column("cost_usd", "cost"),
+        Column("idle_cost_usd", "idle cost"),
+    )
+    records = _each(report.targets, fields.target_record)
+    note = "the GPU time each serving target held, and what its time not busy cost"
+    return _grid("targets", "Targets", columns, records, note=note)
 
 
 def _hosts(report: Report) -> Section:
