@@ -111,6 +111,22 @@ ENGINE_SIGNALS = (
     _c("gpuwatch_engine_generation_tokens_total", "Tokens generated."),
     _c("gpuwatch_engine_requests_finished_total", "Requests finished, by reason."),
     _c("gpuwatch_engine_preemptions_total", "Requests preempted by the scheduler."),
+    _c(
+        "gpuwatch_engine_completed_generation_tokens_total",
+        "Tokens generated for requests that finished (per-request count; abandoned excluded).",
+    ),
+    _c(
+        "gpuwatch_engine_completed_prompt_tokens_total",
+        "Prompt tokens of requests that finished, cached ones included (per-request count).",
+    ),
+    _c(
+        "gpuwatch_engine_completed_prompt_tokens_computed_total",
+        "Prompt tokens computed for requests that finished, cache hits excluded.",
+    ),
+    _c(
+        "gpuwatch_engine_requests_completed_total",
+        "Requests that finished, as the engine's per-request histograms count them.",
+    ),
     _h("gpuwatch_engine_ttft_seconds", "Time to first token, seconds."),
     _h("gpuwatch_engine_inter_token_latency_seconds", "Time between output tokens, seconds."),
     _h("gpuwatch_engine_e2e_latency_seconds", "End-to-end request latency, seconds."),
