@@ -142,6 +142,7 @@ def generate(
     ctx = multiprocessing.get_context("fork")
     shared = Shared(ctx.Barrier(len(HOSTS)), ctx.Value("i", 0))
     # SIGTERM stops the demo as Ctrl-C does: the finally below ends the host processes too.
+    _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     settled = max(now or month.end, month.end + timedelta(seconds=SETTLE_SECONDS))
     workers = [
@@ -166,13 +167,21 @@ def generate(
     return total
 
 
+_TERMINATED = threading.Event()
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
+    # Raised where the signal lands; if that is inside a finalizer or an at-fork hook, Python
+    # prints "Exception ignored" and goes on, so the watch loop also checks the flag.
+    _TERMINATED.set()
     raise KeyboardInterrupt
 
 
 def _watch(workers: list[Any], shared: Shared, total: int, progress: Progress | None) -> None:
     """Show progress until the hosts are done; a host that failed stops the others."""
     while any(w.is_alive() for w in workers):
+        if _TERMINATED.is_set():
+            raise KeyboardInterrupt
         failed = [w for w in workers if w.exitcode not in (None, 0)]
         if failed:
             shared.barrier.abort()
