@@ -20,9 +20,10 @@ from pathlib import Path
 import httpx
 
 MODEL_NAME = "tiny-llama"
-# Long enough that an abandoned stream (max_tokens 1500) cannot finish before the engine hears
-# that its client left: at 256, one ran to its end on a loaded machine and counted as completed.
-MAX_MODEL_LEN = 2048
+# Long enough that an abandoned stream (max_tokens 8000) cannot finish before the engine hears
+# that its client left: at 256, and once at 1500 (2048), one ran to its end on a loaded machine
+# and counted as completed.
+MAX_MODEL_LEN = 8192
 START_TIMEOUT = 600.0  # a first start took about 100 s on two busy cores
 
 

@@ -94,7 +94,7 @@ class Engine:
         """One stream closed after three chunks, alone on the server: what it consumed is
         the raw counters' change around it."""
         before = promtext.parse(self.quiet())
-        workload.abandon(self.server.base, self.ledger, prompt, max_tokens=1500)
+        workload.abandon(self.server.base, self.ledger, prompt, max_tokens=8000)
         after = promtext.parse(self.quiet())
         for name, attr in (("vllm:generation_tokens_total", "abandoned_generated"),
                            ("vllm:prompt_tokens_total", "abandoned_prompt")):  # fmt: skip

@@ -61,7 +61,7 @@ def model(vocab_size: int, bos: int, eos: int, pad: int) -> LlamaForCausalLM:
         num_hidden_layers=2,
         num_attention_heads=2,  # head size 64: one the CPU attention backend supports
         num_key_value_heads=2,
-        max_position_embeddings=4096,
+        max_position_embeddings=8192,
         bos_token_id=bos,
         eos_token_id=eos,
         pad_token_id=pad,
