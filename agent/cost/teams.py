@@ -68,15 +68,7 @@ class GroupLine:
 
     @property
     def cost_unknown(self) -> str | None:
-        """Why the cost is not known: unpriced GPU time, or tokens without any GPU time."""
-        if self.unpriced_seconds > 0:
-            return (
-                f"no rate for {self.unpriced_seconds / HOUR:.2f} of its "
-                f"{self.seconds / HOUR:.2f} GPU-hours"
-            )
-        if self.seconds <= 0 and self.tokens.generated + self.tokens.prompt > 0:
-            return "no GPU time observed for it"
-        return None
+        return cost_unknown(self.seconds, self.unpriced_seconds, self.tokens)
 
     def useful(self, rule: str) -> float:
         return self.tokens.useful(rule)
@@ -90,6 +82,16 @@ class GroupLine:
     @property
     def utilization(self) -> float | None:
         return self.busy_seconds / self.seconds if self.seconds > 0 else None
+
+
+def cost_unknown(seconds: float, unpriced: float, tokens: Tokens) -> str | None:
+    """Why a share of GPU time's cost is not known: no rate for some of that time, or tokens
+    with no GPU time beside them (a collector off, a GPU not found). Unknown is never zero."""
+    if unpriced > 0:
+        return f"no rate for {unpriced / HOUR:.2f} of its {seconds / HOUR:.2f} GPU-hours"
+    if seconds <= 0 and tokens.generated + tokens.prompt > 0:
+        return "no GPU time observed for it"
+    return None
 
 
 def idle_usd(a: Allocation) -> Decimal:

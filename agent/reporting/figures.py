@@ -26,7 +26,7 @@ from decimal import Decimal
 from functools import cached_property
 
 from agent.cost.summarize import MILLION, TokenKey, Tokens, model_shares
-from agent.cost.teams import idle_usd
+from agent.cost.teams import cost_unknown, idle_usd
 from agent.reporting.queries import Allocated, GpuKey, TargetKey, Usage, Wanted, Window
 
 HOUR = 3600
@@ -159,15 +159,7 @@ class Share:
 
     @property
     def cost_unknown(self) -> str | None:
-        """Why the cost is not known: no rate for some of its GPU time, or no GPU time seen
-        beside its tokens (a collector off, a GPU not found). Unknown is never zero."""
-        if self.unpriced > 0:
-            return (
-                f"no rate for {hours(self.unpriced):.2f} of its {hours(self.seconds):.2f} GPU-hours"
-            )
-        if self.seconds <= 0 and self.tokens.generated + self.tokens.prompt > 0:
-            return "no GPU time observed for it"
-        return None
+        return cost_unknown(self.seconds, self.unpriced, self.tokens)
 
     def per_million(self, rule: str) -> Decimal | None:
         if self.cost_unknown is not None:
