@@ -43,6 +43,17 @@ class SpoolStats:
     dropped: int  # rounds dropped because the spool was full, since the daemon started
 
 
+@dataclass(frozen=True, slots=True)
+class Spooled:
+    """A round as the spool holds it: its sequence number and its compressed bytes."""
+
+    seq: int
+    data: bytes
+
+    def round(self) -> Round:
+        return decode(self.data)
+
+
 class Spool:
     """A bounded, ordered store of rounds in a SQLite file; safe to use from two threads."""
 
@@ -71,15 +82,16 @@ class Spool:
                 self._oldest = self._oldest or round_.ts
                 self._drop_over(conn)
 
-    def oldest(self, limit: int) -> list[tuple[int, Round]]:
-        """Up to ``limit`` rounds, oldest first, each with its sequence number."""
+    def oldest(self, limit: int) -> list[Spooled]:
+        """Up to ``limit`` rounds, oldest first, still encoded: the drain decodes one at a time
+        as it writes them, so a batch costs one round's objects, not ``limit`` rounds'."""
         with self._lock:
             if not self._rounds or self._conn is None:
                 return []
             rows = self._conn.execute(
                 "SELECT seq, data FROM rounds ORDER BY seq LIMIT ?", (limit,)
             ).fetchall()
-        return [(seq, decode(data)) for seq, data in rows]
+        return [Spooled(seq, data) for seq, data in rows]
 
     def remove(self, seqs: Sequence[int]) -> None:
         """Forget rounds the database has committed."""

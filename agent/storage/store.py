@@ -7,7 +7,7 @@ samples behind, and a failed write loses nothing that was stored before.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -52,9 +52,10 @@ class Store:
         return self.write_rounds([round_], timeout=timeout)
 
     def write_rounds(
-        self, rounds: Sequence[Round], replay: bool = False, timeout: float | None = None
+        self, rounds: Iterable[Round], replay: bool = False, timeout: float | None = None
     ) -> int:
-        """Store ``rounds`` in one transaction; returns the sample rows written.
+        """Store ``rounds`` in one transaction; returns the sample rows written. ``rounds`` may
+        be a generator: each is taken only when the transaction reaches it.
 
         ``replay``: the rounds come from the spool and may have been stored already (a write
         that timed out on our side but committed on the database's, a forward cut short by a

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
 
-from agent.collect.runner import CollectorRunner, Round
+from agent.collect.runner import CollectorRun, CollectorRunner, Round
 from agent.config.settings import ConfigError, load_config
-from agent.daemon.app import App
+from agent.daemon.app import DRAIN_BATCH, App
 from agent.daemon.deadline import Deadline, DeadlineExceeded
 from agent.daemon.outage import OutageLog
 from agent.storage.spool import Spool, decode, encode
+from collectors.base import Sample
 from migrations.schema import rollup_state
 from migrations.schema import samples as samples_table
 from tests.agent.test_store import Scripted
@@ -58,12 +60,13 @@ def test_the_spool_keeps_order_across_a_restart_and_forgets_only_what_was_remove
     for i in range(5):
         spool.append(round_at(i))
     first = spool.oldest(2)
-    spool.remove([seq for seq, _ in first])
+    spool.remove([s.seq for s in first])
     spool.close()
 
     reopened = Spool(tmp_path / "spool.db", max_bytes=10**6)
 
-    assert [r.ts for _, r in reopened.oldest(10)] == [T0 + timedelta(seconds=i) for i in (2, 3, 4)]
+    left = [s.round().ts for s in reopened.oldest(10)]
+    assert left == [T0 + timedelta(seconds=i) for i in (2, 3, 4)]
     stats = reopened.stats()
     assert (stats.rounds, stats.oldest, stats.dropped) == (3, T0 + timedelta(seconds=2), 0)
     assert (tmp_path / "spool.db").stat().st_mode & 0o777 == 0o600
@@ -142,6 +145,41 @@ def test_a_drain_cut_short_after_its_commit_is_replayed_without_doubling(app: Ap
     with app.engine.connect() as conn:
         count = conn.execute(text("SELECT count(*) FROM collector_runs")).scalar()
     assert count == len(rounds)
+
+
+def test_a_drain_holds_one_decoded_round_at_a_time_not_its_whole_batch(app: App) -> None:
+    # A decoded round of a busy box is ~0.4 MB of objects: a batch of them at once was a peak
+    # Python's allocator kept after every outage (issue 11's memory slope).
+    rounds = [busy_round(i) for i in range(DRAIN_BATCH + 1)]
+    app.store.write_round(rounds[0])  # its series exist from now on, as on a running box
+    for r in rounds[2:]:
+        app.spool.append(r)
+
+    one = traced_peak(lambda: app.store.write_rounds([decode(encode(rounds[1]))], replay=True))
+    batch = traced_peak(app.drain)
+
+    assert app.spool.empty and len(app.store.samples(POWER)) == len(rounds) * 2000
+    assert batch < 2 * one, (
+        f"a drain of {DRAIN_BATCH} rounds peaked at {batch} B, one round {one} B"
+    )
+
+
+def busy_round(i: int) -> Round:
+    ts = T0 + timedelta(seconds=i)
+    samples = tuple(
+        Sample(metric=POWER, value=float(g), ts=ts, labels={"host": "h1", "gpu_index": str(g)})
+        for g in range(2000)
+    )
+    return Round(ts, (CollectorRun("nvml", ts, True, 0.01, samples),), ())
+
+
+def traced_peak(work: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def test_the_rollup_waits_for_the_spooled_minutes(app: App) -> None:
@@ -252,4 +290,4 @@ def test_a_second_spool_on_the_file_sees_what_the_first_appended(tmp_path: Path)
 
     new.refresh()
 
-    assert not new.empty and [r.ts for _, r in new.oldest(5)] == [T0]
+    assert not new.empty and [s.round().ts for s in new.oldest(5)] == [T0]
