@@ -71,6 +71,20 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def module_db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A fresh database URL shared by one module's tests, once per backend: for a fixture that
+    fills it once (seconds of simulated time) and tests that only read it."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'gpuwatch.db'}"
+        return
+    admin_url = _admin_url()
+    assert admin_url is not None
+    yield from new_pg_database(admin_url)
+
+
 @pytest.fixture
 def db(db_url: str) -> Iterator[Engine]:
     """An engine on a fresh database at the newest schema, once per backend."""
@@ -124,6 +138,18 @@ class FakeNvml:
     def remove(self) -> None:
         """Driver unloaded: the fake answers NVML_ERROR_DRIVER_NOT_LOADED."""
         self.path.unlink()
+
+
+@pytest.fixture(scope="module")
+def module_fake_nvml(
+    fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FakeNvml]:
+    """``fake_nvml`` for a module-scoped fixture; a test's own ``fake_nvml`` takes over while
+    that test runs."""
+    path = tmp_path_factory.mktemp("nvml") / "fake-nvml.txt"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAKE_NVML_CONFIG", str(path))
+        yield FakeNvml(path)
 
 
 @pytest.fixture

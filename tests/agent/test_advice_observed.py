@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -59,14 +60,14 @@ class Box:
         return now
 
 
-@pytest.fixture
-def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[Box]:
+@contextmanager
+def opened_box(db_url: str, folder: Path, fake_nvml: FakeNvml) -> Iterator[Box]:
     # One engine process on the GPU: the host's only target is its user (agent.cost.allocation).
     processes = (FakeProcess(gpu=0, pid=100, mem=10 * GiB),)
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=GPU, util=60),), processes=processes))
     traffic = Traffic(models=(MODEL,))
     with EngineServer("vllm-0.33", traffic) as server:
-        path = tmp_path / "gpuwatch.toml"
+        path = folder / "gpuwatch.toml"
         path.write_text(
             f'host = "box"\ndatabase_url = "{db_url}"\ntimezone = "Europe/Madrid"\n'
             f"[daemon]\ninterval_seconds = 10\n"
@@ -80,6 +81,23 @@ def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[Box]:
             yield Box(app, traffic, path)
         finally:
             app.close()
+
+
+@pytest.fixture
+def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[Box]:
+    with opened_box(db_url, tmp_path, fake_nvml) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def twelve_minutes(
+    module_db_url: str, tmp_path_factory: pytest.TempPathFactory, module_fake_nvml: FakeNvml
+) -> Iterator[tuple[Box, datetime]]:
+    """The box after 12 minutes from START, and its last tick's instant: built once per
+    database for the tests that only read it (each run is seconds of ticks)."""
+    folder = tmp_path_factory.mktemp("box")
+    with opened_box(module_db_url, folder, module_fake_nvml) as opened:
+        yield opened, opened.run(12)
 
 
 def month_report(box: Box, now: datetime) -> Report:
@@ -100,8 +118,10 @@ def breakeven(
     return payload
 
 
-def test_twelve_minutes_give_advice_measured_over_0_2_h_and_no_saving(box: Box) -> None:
-    end = box.run(12)
+def test_twelve_minutes_give_advice_measured_over_0_2_h_and_no_saving(
+    twelve_minutes: tuple[Box, datetime],
+) -> None:
+    box, end = twelve_minutes
     report = month_report(box, end)
 
     advice = [r for r in report.recommendations if r.title.startswith(MODEL)]
@@ -123,9 +143,9 @@ def test_twelve_minutes_give_advice_measured_over_0_2_h_and_no_saving(box: Box) 
 
 
 def test_enough_observed_time_gives_per_day_figures_from_that_time(
-    box: Box, tmp_path: Path
+    twelve_minutes: tuple[Box, datetime],
 ) -> None:
-    end = box.run(12)
+    box, end = twelve_minutes
     config = replace(box.app.config, cost=replace(box.app.config.cost, min_observed=6 * 60.0))
     period = month_period(None, end, config.timezone)
     report = build_report(box.app.engine, config, period, now=end)
@@ -139,9 +159,11 @@ def test_enough_observed_time_gives_per_day_figures_from_that_time(
 
 
 def test_the_same_data_give_the_same_crossover_over_1h_and_30d(
-    box: Box, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    twelve_minutes: tuple[Box, datetime],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    end = box.run(12)
+    box, end = twelve_minutes
     now = end + timedelta(seconds=30)  # asked right after: 1 h and 30 d both hold every tick
     hour = breakeven(box, "1h", now, capsys, monkeypatch)
     month = breakeven(box, "30d", now, capsys, monkeypatch)
