@@ -45,6 +45,9 @@ from migrations.schema import (
 from tests.agent import report_month as M
 from tests.conftest import _admin_url, new_pg_database
 
+# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("test_day_rollups")
+
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)
 LEDGER = (gpu_usage, gpu_allocations)
 ROLLED = (rollups, histogram_rollups)

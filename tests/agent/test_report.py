@@ -37,6 +37,9 @@ from tests.agent import report_month as M
 from tests.agent.report_parsers import PARSERS, figures_from_json
 from tests.conftest import _admin_url
 
+# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("test_report")
+
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)  # the report is made after the month
 MID_OCTOBER = datetime(2026, 10, 15, 10, 30, 40, tzinfo=UTC)
 OCTOBER = Period(M.OCT_START, M.OCT_END, "2026-10", M.ZONE)
