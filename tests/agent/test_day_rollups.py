@@ -31,7 +31,7 @@ from agent.reporting.build import build_report
 from agent.reporting.period import month_period
 from agent.reporting.render import render
 from agent.storage.buckets import unpack
-from agent.storage.db import open_database, upgrade_database
+from agent.storage.db import open_database
 from agent.storage.rollup import DAY, HOUR, MAX_DAYS
 from migrations.schema import (
     gpu_allocations,
@@ -43,10 +43,10 @@ from migrations.schema import (
     series,
 )
 from tests.agent import report_month as M
-from tests.conftest import _admin_url, new_pg_database
+from tests.agent.conftest import MONTH_GROUP, MonthTemplates
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_day_rollups")
+# On the worker that holds the filled month (tests/agent/conftest.py).
+pytestmark = pytest.mark.xdist_group(MONTH_GROUP)
 
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)
 LEDGER = (gpu_usage, gpu_allocations)
@@ -54,27 +54,15 @@ ROLLED = (rollups, histogram_rollups)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def month(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        yield from _filled(f"sqlite:///{tmp_path_factory.mktemp('days') / 'gpuwatch.db'}")
-        return
-    admin_url = _admin_url()
-    assert admin_url is not None
-    for url in new_pg_database(admin_url):
-        yield from _filled(url)
-
-
-def _filled(url: str) -> Iterator[Engine]:
-    upgrade_database(url)
-    engine = open_database(url)
-    M.fill(engine)
-    M.store_alerts(engine)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
+def month(request: pytest.FixtureRequest, month_templates: MonthTemplates) -> Iterator[Engine]:
+    """The simulated month in a database of its own (module-scoped: every test here only reads
+    it), a copy of the one tests/agent/conftest.py fills once per backend."""
+    for url in month_templates.copy(request.param):
+        engine = open_database(url)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
 
 
 def config(zone: str) -> Config:

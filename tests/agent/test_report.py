@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
@@ -16,8 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine
 
 from agent.config.settings import BudgetConfig, Config, CostConfig
 from agent.cost.billing import save_records
@@ -34,11 +32,11 @@ from agent.storage.db import open_database, upgrade_database
 from alerts.rules import DEFAULT_RULES
 from collectors.billing.base import CostKind, CostRecord
 from tests.agent import report_month as M
+from tests.agent.conftest import MONTH_GROUP, MonthTemplates
 from tests.agent.report_parsers import PARSERS, figures_from_json
-from tests.conftest import _admin_url
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_report")
+# On the worker that holds the filled month (tests/agent/conftest.py).
+pytestmark = pytest.mark.xdist_group(MONTH_GROUP)
 
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)  # the report is made after the month
 MID_OCTOBER = datetime(2026, 10, 15, 10, 30, 40, tzinfo=UTC)
@@ -51,40 +49,17 @@ MONTH_HOURS = Decimal(730)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def month(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Engine]:
-    """The simulated month in a database of its own (module-scoped: filling it takes seconds,
-    and every test here only reads it). PostgreSQL as tests/conftest.py's pg_url does it."""
-    if request.param == "sqlite":
-        yield from _filled(f"sqlite:///{tmp_path_factory.mktemp('report') / 'gpuwatch.db'}")
-        return
-    admin_url = _admin_url()
-    assert admin_url is not None
-    name = f"gw_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        yield from _filled(url)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def _filled(url: str) -> Iterator[Engine]:
-    upgrade_database(url)
-    engine = open_database(url)
-    M.fill(engine)
-    M.store_alerts(engine)
-    with engine.begin() as conn:
-        save_records(conn, BILLS, AFTER)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
+def month(request: pytest.FixtureRequest, month_templates: MonthTemplates) -> Iterator[Engine]:
+    """The simulated month in a database of its own (module-scoped: every test here only reads
+    it), a copy of the one tests/agent/conftest.py fills once per backend."""
+    for url in month_templates.copy(request.param):
+        engine = open_database(url)
+        with engine.begin() as conn:
+            save_records(conn, BILLS, AFTER)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
 
 
 def bill(
