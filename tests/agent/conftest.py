@@ -4,7 +4,8 @@ Filling the month (two hosts, a month of hourly rounds, the real rollup job) tak
 SQLite and longer on PostgreSQL, and test_report.py and test_day_rollups.py each want a
 database of their own holding it. So it is filled once per backend into a template and each
 module gets a copy: SQLite's backup API, PostgreSQL's ``CREATE DATABASE ... TEMPLATE``.
-Both modules are one xdist group, so they share the template's worker.
+Both modules are one xdist group: under ``--dist loadgroup`` they share the template's worker;
+under `make test`'s ``--dist loadfile`` each worker that runs one of them fills its own.
 """
 
 from __future__ import annotations
