@@ -4,9 +4,11 @@ The first host of the demo fleet comes alive: its engines are the simulator's HT
 127.0.0.1 (agent.sim.server), its GPUs the fake NVML, and a feeder thread moves both with the
 scenario's load on the wall clock. The daemon is `gpuwatch run`'s own
 (:class:`agent.daemon.service.Daemon`) on the host's demo configuration, until SIGTERM or
-SIGINT. The live engines serve a request cycle every few seconds at full load (enough for a
-dashboard's one-minute rates to move) and restart every twenty minutes or more: the simulator
-recounts every request on each render, so its bodies grow with the requests served.
+SIGINT. The live engines serve a request cycle every few seconds at full load and at least one
+every ten seconds whenever they serve at all, at night too (enough for a dashboard's one-minute
+rates to move at any hour; idle stretches stay idle), and restart every twenty minutes or more:
+the simulator recounts every request on each render, so its bodies grow with the requests
+served.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 
 FEED_SECONDS = 2.0
 LIVE_CYCLES_PER_MINUTE = 12.0  # at full load, per target (see the module's docstring)
+# At any load above zero: the scenario's quiet nights (load ~0.1) gave a cycle a minute or less,
+# and a dashboard opened at night showed no latency at all.
+LIVE_MIN_CYCLES_PER_MINUTE = 6.0
 # A live engine restarts after this many cycles (twenty minutes at full load), so that its
 # body, which the simulator recounts on every scrape, stays well within the scrape timeout.
 LIVE_MAX_CYCLES = 240
@@ -73,7 +78,7 @@ class Feeder:
             state = level(target, now, self.month, load)
             traffic = self.traffic[target.name]
             set_level(traffic, state)
-            due = self._due.get(target.name, 0.0) + load * LIVE_CYCLES_PER_MINUTE * seconds / 60
+            due = self._due.get(target.name, 0.0) + cycles_per_minute(load) * seconds / 60
             if int(due):
                 self._serve(traffic, target.name, target.model, int(due))
             self._due[target.name] = due - int(due)
@@ -88,6 +93,14 @@ class Feeder:
             served = cycles
         serve_cycles(traffic, model, cycles)
         self._cycles[name] = served
+
+
+def cycles_per_minute(load: float) -> float:
+    """A live target's request cycles per minute at ``load`` (0 to 1): its share of the full
+    rate, never under the minimum while it serves at all."""
+    if load <= 0:
+        return 0.0
+    return max(LIVE_MIN_CYCLES_PER_MINUTE, load * LIVE_CYCLES_PER_MINUTE)
 
 
 def run_live(

@@ -12,9 +12,13 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+
+from agent.demo.live import cycles_per_minute
+from agent.demo.scenario import LLAMA, MISTRAL, QWEN, Month, demand
 
 REPO = Path(__file__).resolve().parents[2]
 SERVING = re.compile(
@@ -100,3 +104,20 @@ def check_live(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert time.monotonic() - stopping < 15
+
+
+def test_the_live_engines_serve_every_few_seconds_at_night_too() -> None:
+    # Opened at 23:30 UTC (the scenario's quiet night), the dashboard's one-minute rates must
+    # still move: each serving target completes a cycle at least every 10 s; idle stays idle.
+    month = Month(datetime(2026, 12, 1, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC))
+    night, afternoon = (
+        datetime(2026, 12, 2, 23, 30, tzinfo=UTC),
+        datetime(2026, 12, 2, 14, tzinfo=UTC),
+    )
+    for target in (LLAMA, QWEN):
+        load = demand(target, night, month)
+        assert 0 < load < 0.3
+        assert cycles_per_minute(load) >= 6
+        assert cycles_per_minute(demand(target, afternoon, month)) > cycles_per_minute(load)
+    assert demand(MISTRAL, datetime(2026, 12, 2, 3, tzinfo=UTC), month) == 0
+    assert cycles_per_minute(0.0) == 0
