@@ -48,12 +48,14 @@ def pg_url() -> Iterator[str]:
     yield from new_pg_database(admin_url)
 
 
-def new_pg_database(admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database on the server of ``admin_url``, dropped afterwards."""
+def new_pg_database(admin_url: str, template: str | None = None) -> Iterator[str]:
+    """A fresh PostgreSQL database on the server of ``admin_url`` (a copy of ``template`` when
+    given), dropped afterwards."""
     name = f"gw_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     try:
         yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     finally:

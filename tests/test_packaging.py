@@ -22,9 +22,6 @@ from pathlib import Path
 
 import pytest
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_packaging")
-
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("agent", "collectors", "alerts", "migrations")
 DATA_FILES = {

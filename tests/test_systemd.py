@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_systemd")
-
 UNIT = Path(__file__).resolve().parent.parent / "systemd" / "gpuwatch.service"
 EXEC_PATH = "/opt/gpuwatch/venv/bin/gpuwatch"
 MAX_EXPOSURE = 3.0

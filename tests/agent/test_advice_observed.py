@@ -33,9 +33,6 @@ from collectors.billing.base import CostKind, CostRecord
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_advice_observed")
-
 GPU = "GPU-11111111-2222-3333-4444-555555555555"
 MODEL = "llama-8b"
 START = datetime(2026, 11, 4, 9, 0, tzinfo=UTC)  # the box is installed on the 4th

@@ -15,9 +15,6 @@ from agent.cli.failures import quietly
 from agent.cli.main import build_parser
 from tests.agent.console import SCRIPT, environment, gpuwatch, sqlite_config
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_cli_failures")
-
 
 @pytest.fixture(scope="module")
 def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Path:

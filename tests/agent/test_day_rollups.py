@@ -43,10 +43,7 @@ from migrations.schema import (
     series,
 )
 from tests.agent import report_month as M
-from tests.agent.conftest import MONTH_GROUP, MonthTemplates
-
-# On the worker that holds the filled month (tests/agent/conftest.py).
-pytestmark = pytest.mark.xdist_group(MONTH_GROUP)
+from tests.agent.conftest import MonthTemplates
 
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)
 LEDGER = (gpu_usage, gpu_allocations)

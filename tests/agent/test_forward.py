@@ -36,9 +36,6 @@ from migrations.schema import (
 from tests.agent import fleet_helpers as F
 from tests.conftest import _admin_url, new_pg_database
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_forward")
-
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> str:

@@ -32,11 +32,8 @@ from agent.storage.db import open_database, upgrade_database
 from alerts.rules import DEFAULT_RULES
 from collectors.billing.base import CostKind, CostRecord
 from tests.agent import report_month as M
-from tests.agent.conftest import MONTH_GROUP, MonthTemplates
+from tests.agent.conftest import MonthTemplates
 from tests.agent.report_parsers import PARSERS, figures_from_json
-
-# On the worker that holds the filled month (tests/agent/conftest.py).
-pytestmark = pytest.mark.xdist_group(MONTH_GROUP)
 
 AFTER = datetime(2026, 11, 1, 1, 30, tzinfo=UTC)  # the report is made after the month
 MID_OCTOBER = datetime(2026, 10, 15, 10, 30, 40, tzinfo=UTC)

@@ -16,9 +16,6 @@ from agent.reporting.model import Report
 from agent.reporting.render import render
 from tests.agent.report_sample import make_report
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_report_browser")
-
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "build" / "test-artifacts"
 

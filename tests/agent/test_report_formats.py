@@ -23,9 +23,6 @@ from tests.agent.report_parsers import (
 )
 from tests.agent.report_sample import DAYS, EVIL, MODELS, make_report
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_report_formats")
-
 
 @pytest.fixture(scope="module")
 def report() -> Report:

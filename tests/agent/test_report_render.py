@@ -19,9 +19,6 @@ from agent.reporting.render import FORMATS, render, to_document
 from tests.agent.report_parsers import MONEY, PARSERS, PER_M, figures_from_json
 from tests.agent.report_sample import DAYS, MODELS, make_report
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_report_render")
-
 
 @pytest.fixture(scope="module")
 def report() -> Report:

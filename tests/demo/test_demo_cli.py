@@ -20,9 +20,6 @@ import pytest
 from agent.storage.db import open_database
 from agent.storage.demo_mark import DEMO_APPLICATION_ID
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_demo_cli")
-
 REPO = Path(__file__).resolve().parents[2]
 MODELS = ("llama-3.1-70b", "qwen2.5-7b", "mistral-7b-instruct")
 MONEY = r"\$[\d,]+\.\d+"

@@ -21,9 +21,6 @@ from tests.ecosystem import dashboard as dash
 from tests.ecosystem.live_daemon import LiveDaemon, live_daemon
 from tests.ecosystem.prometheus import Prometheus, finite, prometheus_binary, running_prometheus
 
-# Its module-scoped fixtures are built once: every test here runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_dashboard")
-
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 
