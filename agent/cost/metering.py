@@ -10,7 +10,7 @@ from the hour rows.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from agent.storage.rollup import (
     Points,
     Rollup,
     SeriesMeta,
+    Write,
     replace_buckets,
     sum_opt,
 )
@@ -40,10 +41,13 @@ METERED = frozenset({GPU_INFO, UTIL, ENERGY, TARGET_MEMORY, TARGET_SM})  # gpu_o
 UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
-def rollup_for(engine: Engine, config: Config) -> Rollup:
-    """The daemon's rollup job for its host, metering the ledger with the configured rates."""
+def rollup_for(
+    engine: Engine, config: Config, writer_turn: Callable[[], None] | None = None
+) -> Rollup:
+    """The daemon's rollup job for its host, metering the ledger with the configured rates;
+    ``writer_turn`` as for :class:`Rollup`."""
     ledger = LedgerMeter(config.host, RateCard(config.rates), config.cost.shared_gpu_split)
-    return Rollup.from_config(engine, config, ledger)
+    return Rollup.from_config(engine, config, ledger, writer_turn)
 
 
 def metered_rollup(
@@ -70,14 +74,13 @@ class LedgerMeter:
 
     def minutes(
         self,
-        conn: Connection,
         meta: SeriesMeta,
         points: Points,
         span: tuple[datetime, datetime],
         max_gap: float,
-    ) -> None:
+    ) -> Write:
         usage = self._ledger(meta, points, span, max_gap)
-        self._write_usage(conn, usage, MINUTE, *span)
+        return lambda conn: self._write_usage(conn, usage, MINUTE, *span)
 
     def merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> None:
         usage = self._merged_usage(conn, resolution, start, end)

@@ -9,6 +9,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -147,13 +148,16 @@ class App:
         spool = Spool(config.spool.file(config.database_url, os.environ), config.spool.max_bytes)
         alerting = Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES)
         alerting.local = LocalOutbox(outbox_path(spool.path))
+        deadline = Deadline()
+        # Packing batches wait for a tick's database call in flight (one SQLite writer).
+        turn = partial(deadline.wait_idle, config.daemon.database_timeout)
         return cls(
             config,
             engine,
             Store(engine, config.host),
             CollectorRunner(config.host, chosen),
             Allocator(config.host, placements),
-            rollup_for(engine, config),
+            rollup_for(engine, config, turn),
             BillingJob(engine, config.billing),
             alerting,
             Alerting.for_scope(fleet.engine, FLEET, config.alerts, receivers, BUDGET_RULES),
@@ -161,6 +165,7 @@ class App:
             DigestJob.from_config(fleet.engine, config, config.digest),
             fleet,
             spool,
+            deadline=deadline,
         )
 
     def tick(self, now: datetime) -> Round:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
@@ -62,6 +62,14 @@ class Deadline:
     def busy(self) -> bool:
         with self._lock:
             return self._running is not None and not self._running.done()
+
+    def wait_idle(self, timeout: float) -> None:
+        """Return once no call is running, or after ``timeout`` seconds: a background job
+        that shares the database's one writer (SQLite) lets a tick's call go first."""
+        with self._lock:
+            running = self._running
+        if running is not None:
+            wait([running], timeout=timeout)
 
     def close(self) -> None:
         self._jobs.put(None)  # the thread ends after a call it may still be stuck in

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +49,7 @@ Point = tuple[datetime, float]
 SeriesMeta = Mapping[int, tuple[str, dict[str, str]]]  # series id -> (metric, labels)
 Points = Mapping[int, list[Point]]  # series id -> its points, oldest first
 HistogramKey = tuple[str, str]  # (base metric, canonical labels without "le")
+Packed = tuple[str, str]  # a histogram row's (bounds, increases), as stored
 
 
 def bucket_of(ts: datetime, size: int) -> datetime:
@@ -107,6 +109,44 @@ def replace_buckets(
 # -- writing --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class MinuteRows:
+    """A span's minute rows, computed before the rollup's transaction writes anything: SQLite
+    has one writer, held from a transaction's first write to its commit, and a tick's write
+    waits behind it (bench/memory.py: at 1 s ticks the tick's deadline is 1 s)."""
+
+    span: tuple[datetime, datetime]
+    plain: list[dict[str, Any]]  # rollups rows
+    histograms: dict[tuple[HistogramKey, datetime], Packed]  # one row per histogram and minute
+
+
+def minute_rows(
+    meta: SeriesMeta, points: Points, span: tuple[datetime, datetime], max_gap: float
+) -> MinuteRows:
+    """``points`` rolled up into the minute rows of [span); nothing is read or written."""
+    start, end = span
+    plain: list[dict[str, Any]] = []
+    grouped: dict[tuple[HistogramKey, datetime], dict[str, float]] = defaultdict(dict)
+    for row in _series_rollups(meta, points, start, end, max_gap):
+        metric, labels = meta[row["series_id"]]
+        if metric in SERIES_ROLLUPS:
+            plain.append(row)
+        else:
+            key, le = histogram_key(metric, labels)
+            grouped[(key, row["start"])][le] = row["increase"]
+    return MinuteRows(span, plain, {key: pack(by_le) for key, by_le in grouped.items()})
+
+
+def write_minute_rows(conn: Connection, host: str, meta: SeriesMeta, rows: MinuteRows) -> None:
+    """Replace ``host``'s minute rows in ``rows.span`` by ``rows``."""
+    start, end = rows.span
+    for table in (rollups, histogram_rollups):
+        replace_buckets(conn, table, host, MINUTE, start, end, host_series=True)
+    if rows.plain:
+        conn.execute(insert(rollups), rows.plain)
+    _insert_histograms(conn, host, meta, MINUTE, rows.histograms)
+
+
 def write_minutes(
     conn: Connection,
     host: str,
@@ -116,31 +156,16 @@ def write_minutes(
     max_gap: float,
 ) -> None:
     """Replace ``host``'s minute rows in [span) by those of ``points``."""
-    start, end = span
-    for table in (rollups, histogram_rollups):
-        replace_buckets(conn, table, host, MINUTE, start, end, host_series=True)
-    plain: list[dict[str, Any]] = []
-    per_bucket: list[dict[str, Any]] = []
-    for row in _series_rollups(meta, points, start, end, max_gap):
-        metric = meta[row["series_id"]][0]
-        (plain if metric in SERIES_ROLLUPS else per_bucket).append(row)
-    if plain:
-        conn.execute(insert(rollups), plain)
-    grouped: dict[tuple[HistogramKey, datetime], dict[str, float]] = defaultdict(dict)
-    for row in per_bucket:
-        key, le = histogram_key(*meta[row["series_id"]])
-        grouped[(key, row["start"])][le] = row["increase"]
-    _insert_histograms(conn, host, meta, MINUTE, grouped)
+    write_minute_rows(conn, host, meta, minute_rows(meta, points, span, max_gap))
 
 
 def write_merged(
     conn: Connection, host: str, resolution: int, start: datetime, end: datetime
 ) -> None:
     """Replace ``host``'s rows at ``resolution`` (hour or day) in [start, end) by the merge of
-    its rows one resolution finer (minutes into hours, hours into days)."""
+    its rows one resolution finer (minutes into hours, hours into days). The finer rows are
+    read and merged before the first write, for the same reason as :class:`MinuteRows`."""
     finer = FINER[resolution]
-    for table in (rollups, histogram_rollups):
-        replace_buckets(conn, table, host, resolution, start, end, host_series=True)
     host_series = select(series.c.id).where(series.c.host == host)
     query = (
         select(rollups)
@@ -152,8 +177,6 @@ def write_merged(
     for row in conn.execute(query).mappings():
         key = (row["series_id"], floor_to(row["start"], resolution))
         merged[key] = _merge_rollup(merged.get(key), row, resolution, key[1])
-    if merged:
-        conn.execute(insert(rollups), list(merged.values()))
     h = histogram_rollups.c
     query = (
         select(h.series_id, h.start, histogram_layouts.c.bounds, h.increases)
@@ -167,7 +190,12 @@ def write_merged(
         into = coarse[(sid, floor_to(at, resolution))]
         for le, increase in unpack(bounds, increases):
             into[le] = sum_opt(into.get(le), increase)
-    _insert_layout_rows(conn, resolution, coarse)
+    packed = {key: pack(by_le) for key, by_le in coarse.items()}
+    for table in (rollups, histogram_rollups):
+        replace_buckets(conn, table, host, resolution, start, end, host_series=True)
+    if merged:
+        conn.execute(insert(rollups), list(merged.values()))
+    _insert_layout_rows(conn, resolution, packed)
 
 
 def histogram_key(metric: str, labels: Mapping[str, str]) -> tuple[HistogramKey, str]:
@@ -252,20 +280,19 @@ def _insert_histograms(
     host: str,
     meta: SeriesMeta,
     resolution: int,
-    grouped: Mapping[tuple[HistogramKey, datetime], Mapping[str, float]],
+    grouped: Mapping[tuple[HistogramKey, datetime], Packed],
 ) -> None:
     if not grouped:
         return
     ids = _histogram_series(conn, host, meta, {key for key, _ in grouped})
     _insert_layout_rows(
-        conn, resolution, {(ids[key], at): by_le for (key, at), by_le in grouped.items()}
+        conn, resolution, {(ids[key], at): packed for (key, at), packed in grouped.items()}
     )
 
 
 def _insert_layout_rows(
-    conn: Connection, resolution: int, rows: Mapping[tuple[int, datetime], Mapping[str, float]]
+    conn: Connection, resolution: int, packed: Mapping[tuple[int, datetime], Packed]
 ) -> None:
-    packed = {key: pack(by_le) for key, by_le in rows.items()}
     layouts = _layout_ids(conn, {bounds for bounds, _ in packed.values()})
     out = [
         {"series_id": sid, "resolution": resolution, "start": at,

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, Select, delete, func, insert, select
 
@@ -35,11 +35,12 @@ from agent.storage.buckets import (
     day_floor,
     floor_to,
     hour_floor,
+    minute_rows,
     replace_buckets,
     rollup_input,
     sum_opt,
     write_merged,
-    write_minutes,
+    write_minute_rows,
 )
 from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
 from migrations.schema import (
@@ -73,6 +74,9 @@ __all__ = ["DAY", "HOUR", "MINUTE", "TARGET_UP", "Point", "Points", "SeriesMeta"
            "day_floor", "hour_floor", "replace_buckets", "sum_opt"]  # fmt: skip
 
 
+Write = Callable[[Connection], None]  # rows already computed, written on the given connection
+
+
 class Meter(Protocol):
     """What else a rollup run derives from the points it reads, in its transaction.
 
@@ -82,13 +86,14 @@ class Meter(Protocol):
 
     def minutes(
         self,
-        conn: Connection,
         meta: SeriesMeta,
         points: Points,
         span: tuple[datetime, datetime],
         max_gap: float,
-    ) -> None:
-        """Meter the minute buckets in [span) from this host's points (replacing old rows)."""
+    ) -> Write:
+        """Meter the minute buckets in [span) from this host's points; the returned writes
+        replace their old rows. Computed before the rollup writes anything (see
+        :class:`~agent.storage.buckets.MinuteRows`), written in its transaction."""
 
     def merge(self, conn: Connection, resolution: int, start: datetime, end: datetime) -> None:
         """Meter the hour or day buckets in [start, end) from the rows one resolution finer
@@ -130,15 +135,25 @@ class Rollup:
     # A tick is stamped when it starts and written when its slowest scrape is done: a bucket
     # is rolled up only once ``settle`` has passed after its end, so no late write is missed.
     settle: timedelta = timedelta(0)
+    # Called between packing transactions. SQLite has one writer and its busy handler polls:
+    # batches committed back to back kept a waiting tick's write out for seconds at the hour's
+    # packing (bench/memory.py, 1 s ticks). The daemon passes "until the tick's write is done".
+    writer_turn: Callable[[], None] | None = None
 
     @classmethod
-    def from_config(cls, engine: Engine, config: Config, meter: Meter | None) -> Rollup:
+    def from_config(
+        cls,
+        engine: Engine,
+        config: Config,
+        meter: Meter | None,
+        writer_turn: Callable[[], None] | None = None,
+    ) -> Rollup:
         r = config.retention
         return cls(
             engine, config.host, config.daemon.interval_seconds, meter,
             timedelta(seconds=r.raw_seconds),
             timedelta(seconds=r.minute_seconds), timedelta(seconds=r.hour_seconds),
-            timedelta(seconds=SETTLE_SECONDS),
+            timedelta(seconds=SETTLE_SECONDS), writer_turn,
         )  # fmt: skip
 
     @property
@@ -178,6 +193,8 @@ class Rollup:
             return
         done, batch = start, self._compact_batch(start, until)
         for first in range(0, len(ids), batch):
+            if first and self.writer_turn is not None:
+                self.writer_turn()
             with self.engine.begin() as conn:
                 done = raw.compact(conn, ids[first : first + batch], start, until)
         with self.engine.begin() as conn:
@@ -234,12 +251,23 @@ class Rollup:
         inputs = [sid for sid, (metric, _) in meta.items() if self._reads(metric)]
         # From the observation that opens the first interval to the one that closes the last.
         points = self._points(conn, inputs, start - gap, end + gap)
+        # Everything is computed before the first write. SQLite (WAL) reads without its lock but
+        # has one writer, from a transaction's first write to its commit: at 1 s ticks, rows
+        # computed between writes kept a tick's write waiting past its deadline (bench/memory.py).
         # Only the metrics of agent/storage/rolled_up.py get rows.
-        write_minutes(conn, self.host, meta, points, (start, end), self.max_gap)
-        if self.meter is not None:
-            self.meter.minutes(conn, meta, points, (start, end), self.max_gap)
+        rows = minute_rows(meta, points, (start, end), self.max_gap)
+        metered = (
+            None
+            if self.meter is None
+            else self.meter.minutes(meta, points, (start, end), self.max_gap)
+        )
         # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
-        self._carry_forward(conn, points, end - gap)
+        carried = _carried(points, end - gap)
+        del points  # a minute of a box's points: not held through the writes
+        write_minute_rows(conn, self.host, meta, rows)
+        if metered is not None:
+            metered(conn)
+        self._carry_forward(conn, carried, end - gap)
         return int((end - start).total_seconds() // MINUTE)
 
     def _reads(self, metric: str) -> bool:
@@ -281,19 +309,8 @@ class Rollup:
         # changed tick interval): looked up once in the raw samples, carried from then on.
         return raw.last_at_or_before(conn, ids, start, BASELINE_LOOKBACK)
 
-    def _carry_forward(
-        self, conn: Connection, points: Mapping[int, list[Point]], until: datetime
-    ) -> None:
-        """Keep each series' last point at or before ``until``: the next run's baselines."""
-        rows = []
-        for sid, history in points.items():
-            last = None
-            for point in history:  # in time order: the baseline, then the window
-                if point[0] > until:
-                    break
-                last = point
-            if last is not None:
-                rows.append({"series_id": sid, "ts": last[0], "value": last[1]})
+    def _carry_forward(self, conn: Connection, rows: list[dict[str, Any]], until: datetime) -> None:
+        """Keep ``rows`` (:func:`_carried`) as the next run's baselines."""
         conn.execute(delete(rollup_carry).where(rollup_carry.c.series_id.in_(self._host_series())))
         if rows:
             conn.execute(insert(rollup_carry), rows)
@@ -347,9 +364,15 @@ class Rollup:
             points = {sid: _clipped(ps, *clip) for sid, ps in points.items()}
             if not any(start <= p[0] < end for ps in points.values() for p in ps):
                 return False
-        write_minutes(conn, self.host, meta, points, (start, end), self.max_gap)
-        if self.meter is not None:
-            self.meter.minutes(conn, meta, points, (start, end), self.max_gap)
+        rows = minute_rows(meta, points, (start, end), self.max_gap)
+        metered = (
+            None
+            if self.meter is None
+            else self.meter.minutes(meta, points, (start, end), self.max_gap)
+        )
+        write_minute_rows(conn, self.host, meta, rows)
+        if metered is not None:
+            metered(conn)
         for resolution in (HOUR, DAY):
             until = self._watermark(conn, JOBS[resolution])
             bucket = floor_to(start, resolution)
@@ -425,6 +448,20 @@ class Rollup:
             )
         )
         trim_rollups(conn, self.host, now, self.minute_retention, self.hour_retention)
+
+
+def _carried(points: Mapping[int, list[Point]], until: datetime) -> list[dict[str, Any]]:
+    """Each series' last point at or before ``until``, as ``rollup_carry`` rows."""
+    rows = []
+    for sid, history in points.items():
+        last = None
+        for point in history:  # in time order: the baseline, then the window
+            if point[0] > until:
+                break
+            last = point
+        if last is not None:
+            rows.append({"series_id": sid, "ts": last[0], "value": last[1]})
+    return rows
 
 
 def _clipped(points: list[Point], low: datetime, high: datetime) -> list[Point]:
