@@ -159,6 +159,20 @@ def write_minutes(
     write_minute_rows(conn, host, meta, minute_rows(meta, points, span, max_gap))
 
 
+def carried_rows(points: Points, until: datetime) -> list[dict[str, Any]]:
+    """Each series' last point at or before ``until``, as ``rollup_carry`` rows."""
+    rows = []
+    for sid, history in points.items():
+        last = None
+        for point in history:  # in time order: the baseline, then the window
+            if point[0] > until:
+                break
+            last = point
+        if last is not None:
+            rows.append({"series_id": sid, "ts": last[0], "value": last[1]})
+    return rows
+
+
 def write_merged(
     conn: Connection, host: str, resolution: int, start: datetime, end: datetime
 ) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -32,6 +32,7 @@ from agent.storage.buckets import (
     Points,
     SeriesMeta,
     bucket_of,
+    carried_rows,
     day_floor,
     floor_to,
     hour_floor,
@@ -262,7 +263,7 @@ class Rollup:
             else self.meter.minutes(meta, points, (start, end), self.max_gap)
         )
         # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
-        carried = _carried(points, end - gap)
+        carried = carried_rows(points, end - gap)
         del points  # a minute of a box's points: not held through the writes
         write_minute_rows(conn, self.host, meta, rows)
         if metered is not None:
@@ -310,7 +311,7 @@ class Rollup:
         return raw.last_at_or_before(conn, ids, start, BASELINE_LOOKBACK)
 
     def _carry_forward(self, conn: Connection, rows: list[dict[str, Any]], until: datetime) -> None:
-        """Keep ``rows`` (:func:`_carried`) as the next run's baselines."""
+        """Keep ``rows`` (buckets.carried_rows) as the next run's baselines."""
         conn.execute(delete(rollup_carry).where(rollup_carry.c.series_id.in_(self._host_series())))
         if rows:
             conn.execute(insert(rollup_carry), rows)
@@ -448,20 +449,6 @@ class Rollup:
             )
         )
         trim_rollups(conn, self.host, now, self.minute_retention, self.hour_retention)
-
-
-def _carried(points: Mapping[int, list[Point]], until: datetime) -> list[dict[str, Any]]:
-    """Each series' last point at or before ``until``, as ``rollup_carry`` rows."""
-    rows = []
-    for sid, history in points.items():
-        last = None
-        for point in history:  # in time order: the baseline, then the window
-            if point[0] > until:
-                break
-            last = point
-        if last is not None:
-            rows.append({"series_id": sid, "ts": last[0], "value": last[1]})
-    return rows
 
 
 def _clipped(points: list[Point], low: datetime, high: datetime) -> list[Point]:
