@@ -147,18 +147,6 @@ def write_minute_rows(conn: Connection, host: str, meta: SeriesMeta, rows: Minut
     _insert_histograms(conn, host, meta, MINUTE, rows.histograms)
 
 
-def write_minutes(
-    conn: Connection,
-    host: str,
-    meta: SeriesMeta,
-    points: Points,
-    span: tuple[datetime, datetime],
-    max_gap: float,
-) -> None:
-    """Replace ``host``'s minute rows in [span) by those of ``points``."""
-    write_minute_rows(conn, host, meta, minute_rows(meta, points, span, max_gap))
-
-
 def carried_rows(points: Points, until: datetime) -> list[dict[str, Any]]:
     """Each series' last point at or before ``until``, as ``rollup_carry`` rows."""
     rows = []
@@ -385,7 +373,7 @@ def _rolled_up(metric: str) -> bool:
 
 
 def rollup_input(metric: str) -> bool:
-    """Whether :func:`write_minutes` reads ``metric``'s points: a rolled-up series, the
+    """Whether :func:`minute_rows` reads ``metric``'s points: a rolled-up series, the
     ``_created`` series beside one (restarts) or ``gpuwatch_target_up`` (births). The rollup
     reads nothing else, which is most of a box's series (other histograms, gauges)."""
     if _rolled_up(metric) or metric == TARGET_UP:

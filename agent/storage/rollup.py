@@ -256,20 +256,30 @@ class Rollup:
         # has one writer, from a transaction's first write to its commit: at 1 s ticks, rows
         # computed between writes kept a tick's write waiting past its deadline (bench/memory.py).
         # Only the metrics of agent/storage/rolled_up.py get rows.
-        rows = minute_rows(meta, points, (start, end), self.max_gap)
-        metered = (
-            None
-            if self.meter is None
-            else self.meter.minutes(meta, points, (start, end), self.max_gap)
-        )
+        write = self._minute_writes(meta, points, (start, end))
         # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
         carried = carried_rows(points, end - gap)
         del points  # a minute of a box's points: not held through the writes
-        write_minute_rows(conn, self.host, meta, rows)
-        if metered is not None:
-            metered(conn)
+        write(conn)
         self._carry_forward(conn, carried, end - gap)
         return int((end - start).total_seconds() // MINUTE)
+
+    def _minute_writes(
+        self, meta: SeriesMeta, points: Points, span: tuple[datetime, datetime]
+    ) -> Write:
+        """The minute rows and the ledger of [span), computed now; the returned writes replace
+        their old rows (computed before any write: see buckets.MinuteRows)."""
+        rows = minute_rows(meta, points, span, self.max_gap)
+        metered = (
+            None if self.meter is None else self.meter.minutes(meta, points, span, self.max_gap)
+        )
+
+        def write(conn: Connection) -> None:
+            write_minute_rows(conn, self.host, meta, rows)
+            if metered is not None:
+                metered(conn)
+
+        return write
 
     def _reads(self, metric: str) -> bool:
         return rollup_input(metric) or (self.meter is not None and self.meter.reads(metric))
@@ -365,15 +375,7 @@ class Rollup:
             points = {sid: _clipped(ps, *clip) for sid, ps in points.items()}
             if not any(start <= p[0] < end for ps in points.values() for p in ps):
                 return False
-        rows = minute_rows(meta, points, (start, end), self.max_gap)
-        metered = (
-            None
-            if self.meter is None
-            else self.meter.minutes(meta, points, (start, end), self.max_gap)
-        )
-        write_minute_rows(conn, self.host, meta, rows)
-        if metered is not None:
-            metered(conn)
+        self._minute_writes(meta, points, (start, end))(conn)
         for resolution in (HOUR, DAY):
             until = self._watermark(conn, JOBS[resolution])
             bucket = floor_to(start, resolution)
