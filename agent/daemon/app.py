@@ -149,8 +149,8 @@ class App:
         alerting = Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES)
         alerting.local = LocalOutbox(outbox_path(spool.path))
         deadline = Deadline()
-        # Packing batches wait for a tick's database call in flight (one SQLite writer).
-        turn = partial(deadline.wait_idle, config.daemon.database_timeout)
+        # Packing batches leave the tick its turn (one SQLite writer, one interpreter lock).
+        turn = partial(deadline.turn, config.daemon.database_timeout)
         return cls(
             config,
             engine,

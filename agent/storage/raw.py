@@ -56,7 +56,7 @@ def read(
     conn: Connection, ids: SeriesIds, after: datetime | None, until: datetime | None
 ) -> dict[int, list[Point]]:
     """Each series' points with ``after < ts <= until`` (None: unbounded), oldest first."""
-    head = select(samples.c.series_id, samples.c.ts, samples.c.value).where(
+    head = select(samples.c.series_id, _micros(conn, samples.c.ts), samples.c.value).where(
         samples.c.series_id.in_(ids)
     )
     chunks = select(sample_chunks.c.series_id, sample_chunks.c.data).where(
@@ -70,12 +70,16 @@ def read(
         chunks = chunks.where(sample_chunks.c.start <= until)
     out: dict[int, list[Point]] = defaultdict(list)
     # The series of a tick share its instant: one datetime per instant, not one per point
-    # (a third of what a minute of points costs to hold).
-    instants: dict[Any, datetime] = {}
+    # (a third of what a minute of points costs to hold). The head's times are read as integers
+    # for that reason too: a datetime made per row was most of the minute rollup's read.
+    instants: dict[int, datetime] = {}
     for sid, data in conn.execute(chunks):
         out[sid].extend(_points(data, after, until, instants))
-    for sid, ts, value in conn.execute(head):
-        out[sid].append((instants.setdefault(ts, ts), value))
+    for sid, micros, value in conn.execute(head):
+        at = instants.get(micros)
+        if at is None:
+            at = instants[micros] = from_micros(micros)
+        out[sid].append((at, value))
     return {sid: _ordered(points) for sid, points in out.items()}
 
 
@@ -128,10 +132,14 @@ def compact(conn: Connection, ids: SeriesIds, start: datetime, until: datetime) 
         .order_by(samples.c.series_id, samples.c.ts)
     ).all()
     packed = _by_series_block(rows)
+    del rows
     if packed:
         _merge_existing(conn, packed, begin, end)
+        # Encoded before the first write: SQLite's one writer is held from there to the commit,
+        # and a tick's write waits behind it.
+        chunks = [_chunk_row(k, p) for k, p in packed.items()]
         conn.execute(delete(sample_chunks).where(_chunk_keys(packed)))
-        conn.execute(insert(sample_chunks), [_chunk_row(k, p) for k, p in packed.items()])
+        conn.execute(insert(sample_chunks), chunks)
         conn.execute(delete(samples).where(in_range))
     return end
 
@@ -164,7 +172,7 @@ def _points(
     data: bytes,
     after: datetime | None,
     until: datetime | None,
-    instants: dict[Any, datetime] | None = None,
+    instants: dict[int, datetime] | None = None,
 ) -> list[Point]:
     lo = None if after is None else to_micros(after)
     hi = None if until is None else to_micros(until)

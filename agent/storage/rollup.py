@@ -13,6 +13,7 @@ any price.
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,10 +137,11 @@ class Rollup:
     # A tick is stamped when it starts and written when its slowest scrape is done: a bucket
     # is rolled up only once ``settle`` has passed after its end, so no late write is missed.
     settle: timedelta = timedelta(0)
-    # Called between packing transactions. SQLite has one writer and its busy handler polls:
-    # batches committed back to back kept a waiting tick's write out for seconds at the hour's
-    # packing (bench/memory.py, 1 s ticks). The daemon passes "until the tick's write is done".
-    writer_turn: Callable[[], None] | None = None
+    # Called between packing transactions with the seconds the last one took. SQLite has one
+    # writer and its busy handler polls, and the daemon's threads share one interpreter lock:
+    # batches back to back kept a tick's write out past its deadline at the hour's packing
+    # (bench/memory.py, 1 s ticks). The daemon passes agent.daemon.deadline.Deadline.turn.
+    writer_turn: Callable[[float], None] | None = None
 
     @classmethod
     def from_config(
@@ -147,7 +149,7 @@ class Rollup:
         engine: Engine,
         config: Config,
         meter: Meter | None,
-        writer_turn: Callable[[], None] | None = None,
+        writer_turn: Callable[[float], None] | None = None,
     ) -> Rollup:
         r = config.retention
         return cls(
@@ -192,12 +194,14 @@ class Rollup:
             start = self._watermark(conn, COMPACT) or raw.first_head_ts(conn, ids)
         if start is None or raw.block_of(until) <= raw.block_of(start):
             return
-        done, batch = start, self._compact_batch(start, until)
+        done, batch, took = start, self._compact_batch(start, until), 0.0
         for first in range(0, len(ids), batch):
             if first and self.writer_turn is not None:
-                self.writer_turn()
+                self.writer_turn(took)
+            began = time.monotonic()
             with self.engine.begin() as conn:
                 done = raw.compact(conn, ids[first : first + batch], start, until)
+            took = time.monotonic() - began
         with self.engine.begin() as conn:
             self._set_watermark(conn, COMPACT, done)
 

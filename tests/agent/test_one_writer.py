@@ -10,6 +10,7 @@ the same file, with a short busy timeout, plays the tick.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, func, select
 
+from agent.daemon import deadline as deadline_module
 from agent.daemon.deadline import Deadline
 from agent.storage import rollup as rollup_module
 from agent.storage.db import create_engine, open_database
@@ -109,10 +111,12 @@ def test_packing_lets_a_waiting_tick_write_between_its_batches(
     # Another writer on the file (a second host's box: its own rows, no clash with the packing).
     other = Box(tick_db, [Gpu(host="other", uuid="GPU-other")], host="other")
     turns: list[datetime] = []
+    busy: list[float] = []
 
-    def writer_turn() -> None:
+    def writer_turn(seconds: float) -> None:
         # Where the daemon waits for its tick's database call: between two batches the lock
         # is free, and a write goes through within its short busy timeout.
+        busy.append(seconds)
         turns.append(at(len(turns)))
         other.tick(turns[-1])
 
@@ -123,6 +127,7 @@ def test_packing_lets_a_waiting_tick_write_between_its_batches(
         if t % 60 == 0:
             job.run(at(t))
     assert len(turns) >= 3  # the hour took several batches, with a turn between each two
+    assert all(seconds > 0 for seconds in busy)  # each turn is told how long its batch took
     with db.connect() as conn:
         assert conn.execute(select(func.count()).select_from(sample_chunks)).scalar_one() > 0
         ticks = select(func.count()).where(collector_runs.c.host == "other")
@@ -149,4 +154,20 @@ def test_a_background_job_waits_for_the_ticks_database_call() -> None:
     ticking.join(10)
     assert not waiting.is_alive() and not deadline.busy
     deadline.wait_idle(0)  # nothing running: no wait
+    deadline.close()
+
+
+def test_a_background_job_stands_aside_as_long_as_it_worked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The daemon's threads share one interpreter lock: after a packing batch of ``busy``
+    # seconds, the job leaves the tick that long to itself, up to MAX_PAUSE.
+    monkeypatch.setattr(deadline_module, "MAX_PAUSE", 0.3)
+    deadline = Deadline()
+    began = time.monotonic()
+    deadline.turn(timeout=10, busy=0.1)
+    assert 0.1 <= time.monotonic() - began < 0.3
+    began = time.monotonic()
+    deadline.turn(timeout=10, busy=60.0)
+    assert 0.3 <= time.monotonic() - began < 5  # bounded: a slow batch does not stall packing
     deadline.close()
