@@ -18,7 +18,7 @@ from agent.alerting.budget_rules import BUDGET_RULES, budget_conditions
 from agent.alerting.conditions import RULES as HOST_RULES
 from agent.alerting.conditions import conditions
 from agent.alerting.evaluation import FLEET, Alerting, Delivery, build_receivers
-from agent.alerting.inputs import StoredBaselines, gather, outage_memory
+from agent.alerting.inputs import LatencyCadence, StoredBaselines, gather, outage_memory
 from agent.alerting.local_outbox import LocalOutbox, outbox_path
 from agent.alerting.recent import RecentWindows
 from agent.collect.runner import CollectorRunner, Round
@@ -112,6 +112,7 @@ class App:
     # rounds (agent.alerting.recent) and the baselines they last read.
     recent: RecentWindows | None = None
     baselines: StoredBaselines | None = None
+    cadence: LatencyCadence | None = None  # how often the latency windows are read
     # Collectors failing when the daemon last stopped and never successful: since when.
     failing_since: dict[str, datetime] = field(default_factory=dict)
 
@@ -119,6 +120,7 @@ class App:
         rules, interval = self.alerting.rules, self.config.daemon.interval_seconds
         self.recent = self.recent or outage_memory(rules, interval)
         self.baselines = self.baselines or StoredBaselines(self.engine)
+        self.cadence = self.cadence or LatencyCadence(interval)
         self._resume_failures()
 
     def _resume_failures(self) -> None:
@@ -260,7 +262,7 @@ class App:
         try:
             inputs = gather(self.store, round_, self.config, now, rules=rules,
                             started_at=self.started_at, baselines=self.baselines,
-                            failing_since=self.failing_since)  # fmt: skip
+                            failing_since=self.failing_since, cadence=self.cadence)  # fmt: skip
             found, evaluated = conditions(rules, inputs)
             _, plan = self.alerting.evaluate(found, evaluated, now)
         except SQLAlchemyError as exc:
@@ -283,7 +285,7 @@ class App:
         baselines = self.baselines.remembered
         inputs = gather(self.recent, round_, self.config, now, rules=rules,
                         started_at=self.started_at, baselines=baselines,
-                        failing_since=self.failing_since)  # fmt: skip
+                        failing_since=self.failing_since, cadence=self.cadence)  # fmt: skip
         found, evaluated = conditions(rules, inputs)
         try:
             _, plan = self.alerting.evaluate_offline(found, evaluated, now)

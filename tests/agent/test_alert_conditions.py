@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.alerting.conditions import conditions, least_squares_slope
-from agent.alerting.inputs import AlertInputs, gather
+from agent.alerting.inputs import AlertInputs, LatencyCadence, gather
 from agent.config.rates import Rate
 from agent.config.settings import load_config
 from agent.daemon.app import App
@@ -385,3 +385,48 @@ def test_the_latency_baseline_is_the_p99_of_the_hour_rollups_before_the_window(
     value, count = data.baseline_p99[("llm", "m", "ttft")]
     assert count == 2 * 600
     assert 0.1 < value <= 1.0
+
+
+def test_at_1_s_ticks_the_latency_windows_are_read_every_10_seconds(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    upgrade_database(url)
+    config = load_config(None, {"GPUWATCH_DATABASE_URL": url})
+    config = replace(config, host=HOST, daemon=replace(config.daemon, interval_seconds=1.0))
+    app = App.open(config, collectors=[ScriptedNvml(), ScriptedEngine()])
+    assert app.cadence is not None  # the daemon's own
+    counts: list[float | None] = []
+    try:
+        for i in range(25):
+            now = T + timedelta(seconds=i)
+            round_ = app.tick(now)
+            data = gather(app.store, round_, config, now, started_at=T, cadence=app.cadence)
+            p99 = data.p99.get(("llm", "m", "ttft"))
+            counts.append(None if p99 is None else p99[1])
+    finally:
+        app.close()
+    # Ten requests a scrape: read at 0 s (nothing counted yet), 10 s and 20 s, kept between.
+    assert counts == [None] * 10 + [100.0] * 10 + [200.0] * 5
+
+
+def test_the_latency_cadence_reads_again_when_due_or_when_something_changed() -> None:
+    reads: list[datetime] = []
+
+    def at(cadence: LatencyCadence, seconds: float, pairs: set[tuple[str, str]]) -> bool:
+        before = len(reads)
+        now = T + timedelta(seconds=seconds)
+        cadence(pairs, now, lambda: (reads.append(now), ({}, {}))[1])
+        return len(reads) > before
+
+    pair = {("llm", "m")}
+    ten = LatencyCadence(10.0)  # the default tick: every tick reads, early or late by a little
+    assert [at(ten, s, pair) for s in (0, 9.98, 20.03, 29.99)] == [True] * 4
+    one = LatencyCadence(1.0)
+    assert [at(one, s, pair) for s in (0, 1, 5, 9.2, 10, 11)] == [True, False, False, False,
+                                                                  True, False]  # fmt: skip
+    assert at(one, 12, pair | {("llm", "other")})  # a new model: read now
+    assert at(one, 3, pair | {("llm", "other")})  # the clock went back: read now
+    assert at(one, 4, pair) and not at(one, 5, pair)
+    two = LatencyCadence(2.0)
+    assert [at(two, s, pair) for s in range(0, 22, 2)] == [
+        True, False, False, False, False, True, False, False, False, False, True
+    ]  # fmt: skip
