@@ -90,12 +90,15 @@ def drive(traffic: Traffic, tick: int) -> None:
         )
 
 
-def config_text(database_url: str, urls: list[str]) -> str:
-    """The box's config: defaults everywhere except what a box must say (targets, a rate)."""
+def config_text(database_url: str, urls: list[str], interval_seconds: float | None = None) -> str:
+    """The box's config: defaults everywhere except what a box must say (targets, a rate), and
+    the tick interval when given."""
+    interval = [] if interval_seconds is None else [f"interval_seconds = {interval_seconds}"]
     lines = [
         f'host = "{HOST}"',
         f'database_url = "{database_url}"',
         "[daemon]",
+        *interval,
         'metrics_listen = ""',  # the bench reads the database, not /metrics
         "[[rates]]",
         'gpu = "*"',
@@ -145,14 +148,22 @@ class Run:
 Hook = Callable[[App, Run, Checkpoint], None]
 
 
-def load_box_config(folder: Path, database_url: str, urls: list[str]) -> Config:
+def load_box_config(
+    folder: Path, database_url: str, urls: list[str], interval_seconds: float | None = None
+) -> Config:
     path = folder / "gpuwatch.toml"
-    path.write_text(config_text(database_url, urls))
+    path.write_text(config_text(database_url, urls, interval_seconds))
     return load_config(str(path), {"HOME": "/nonexistent"})
 
 
 def run_box(
-    folder: Path, database_url: str, hours: float, every: timedelta, hook: Hook, jitter_ms: float
+    folder: Path,
+    database_url: str,
+    hours: float,
+    every: timedelta,
+    hook: Hook,
+    jitter_ms: float,
+    interval_seconds: float | None = None,
 ) -> Run:
     """Tick the box over [T0, T0 + ``hours``); ``hook`` measures on the last tick before each
     multiple of ``every`` and on the last tick, so every measurement sees the jobs at the same
@@ -162,7 +173,8 @@ def run_box(
     late = random.Random(11)
     nvml_file = Path(os.environ["FAKE_NVML_CONFIG"])
     with engine_servers(clock) as servers:
-        config = load_box_config(folder, database_url, [s.url for s in servers])
+        urls = [s.url for s in servers]
+        config = load_box_config(folder, database_url, urls, interval_seconds)
         step = config.daemon.interval_seconds
         run = Run(config)
         app = App.open(config)
