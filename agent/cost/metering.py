@@ -42,7 +42,7 @@ UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
 def rollup_for(
-    engine: Engine, config: Config, writer_turn: Callable[[], None] | None = None
+    engine: Engine, config: Config, writer_turn: Callable[[float], None] | None = None
 ) -> Rollup:
     """The daemon's rollup job for its host, metering the ledger with the configured rates;
     ``writer_turn`` as for :class:`Rollup`."""

@@ -43,11 +43,6 @@ from collectors.base import Collector, Sample
 from collectors.scrape import ScrapeCollector, TargetSpec
 
 log = logging.getLogger(__name__)
-# How long background database work waits for a tick's call to end before it goes ahead. At
-# ticks of a second or two it nearly always sees one and runs in the gap after it; at the
-# default 10 s the tick's call is short beside its 5 s deadline, and the hour's packing (11
-# batches) is not held up for a whole interval per batch.
-TURN_WAIT_SECONDS = 2.0
 
 # Spooled rounds per transaction when forwarding: a decoded round is ~0.4 MB of objects, and
 # Python's allocator keeps a peak's arenas (issue 11: 50 at once left ~20 MB behind).
@@ -156,13 +151,15 @@ class App:
         alerting = Alerting.for_scope(engine, config.host, config.alerts, receivers, HOST_RULES)
         alerting.local = LocalOutbox(outbox_path(spool.path))
         deadline = Deadline()
+        # Packing batches leave the tick its turn (one SQLite writer, one interpreter lock).
+        turn = partial(deadline.turn, config.daemon.database_timeout)
         return cls(
             config,
             engine,
             Store(engine, config.host),
             CollectorRunner(config.host, chosen),
             Allocator(config.host, placements),
-            rollup_for(engine, config),
+            rollup_for(engine, config, turn),
             BillingJob(engine, config.billing),
             alerting,
             Alerting.for_scope(fleet.engine, FLEET, config.alerts, receivers, BUDGET_RULES),
@@ -172,13 +169,6 @@ class App:
             spool,
             deadline=deadline,
         )
-
-    def beside_ticker(self) -> None:
-        """The ticks run on a thread of their own (the daemon): the rollup and each packing
-        batch start as a tick's database call ends (one SQLite writer, one interpreter lock),
-        or after TURN_WAIT_SECONDS without one. Not for callers that tick and roll up on one
-        thread (tests, the demo): there no call would come while they waited."""
-        self.rollup.writer_turn = partial(self.deadline.after_next_call, TURN_WAIT_SECONDS)
 
     def tick(self, now: datetime) -> Round:
         """Collect once, store the round in one transaction and evaluate this host's rules.

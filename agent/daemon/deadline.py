@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 _Job = tuple[Callable[[], Any], "Future[Any]"]
+MAX_PAUSE = 1.0  # seconds a background job stands aside after one of its transactions
 
 
 class DeadlineExceeded(Exception):
@@ -40,8 +42,6 @@ class Deadline:
         self._thread: threading.Thread | None = None
         self._running: Future[Any] | None = None
         self._lock = threading.Lock()
-        self._finished = threading.Condition(self._lock)  # notified as each call ends
-        self._calls_done = 0
 
     def call(self, work: Callable[[], T], timeout: float) -> T:
         """``work()``'s result or exception; DeadlineExceeded when it takes longer than
@@ -65,19 +65,23 @@ class Deadline:
         with self._lock:
             return self._running is not None and not self._running.done()
 
-    def after_next_call(self, timeout: float) -> None:
-        """Return as soon as the next call has finished (the one running, else the next one to
-        start), or after ``timeout`` seconds without one.
+    def wait_idle(self, timeout: float) -> None:
+        """Return once no call is running, or after ``timeout`` seconds: a background job
+        that shares the database's one writer (SQLite) lets a tick's call go first."""
+        with self._lock:
+            running = self._running
+        if running is not None:
+            wait([running], timeout=timeout)
 
-        For background database work (the rollup, the hour's packing): started there, it runs
-        in the gap before the tick's next call instead of beside it. Both share one interpreter
-        lock, and a thread reading rows gives that lock up at every row SQLite steps to and
-        waits for it back behind a busy thread's switch interval (5 ms): measured, a read of
-        37 k rows took 0.07 s alone and 0.9-4.8 s beside a CPU-bound thread, and at 1 s ticks
-        the tick's call beside the packing missed its 1 s deadline (bench/memory.py)."""
-        with self._finished:
-            seen = self._calls_done
-            self._finished.wait_for(lambda: self._calls_done > seen, timeout)
+    def turn(self, timeout: float, busy: float) -> None:
+        """Between two transactions of a background job that just worked ``busy`` seconds:
+        let a tick's call in flight finish, then stay off the interpreter lock as long again
+        (at most ``MAX_PAUSE``). The daemon's threads share that lock: at 1 s ticks the hour's
+        packing, batch after batch, slowed the tick's database work past its deadline
+        (bench/memory.py); at half the lock, the packing takes twice as long and the tick
+        keeps its pace."""
+        self.wait_idle(timeout)
+        time.sleep(min(busy, MAX_PAUSE))
 
     def close(self) -> None:
         self._jobs.put(None)  # the thread ends after a call it may still be stuck in
@@ -89,6 +93,3 @@ class Deadline:
                 future.set_result(work())
             except BaseException as exc:  # handed to the caller, who decides
                 future.set_exception(exc)
-            with self._finished:
-                self._calls_done += 1
-                self._finished.notify_all()

@@ -13,6 +13,7 @@ any price.
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,11 +137,11 @@ class Rollup:
     # A tick is stamped when it starts and written when its slowest scrape is done: a bucket
     # is rolled up only once ``settle`` has passed after its end, so no late write is missed.
     settle: timedelta = timedelta(0)
-    # Called before a run and before each packing transaction. SQLite has one writer, and the
-    # daemon's threads share one interpreter lock: at 1 s ticks the hour's packing, batch after
-    # batch, kept the tick's database call past its deadline (bench/memory.py). The daemon
-    # passes Deadline.after_next_call: this work then runs in the gap after a tick's call.
-    writer_turn: Callable[[], None] | None = None
+    # Called between packing transactions with the seconds the last one took. SQLite has one
+    # writer and its busy handler polls, and the daemon's threads share one interpreter lock:
+    # batches back to back kept a tick's write out past its deadline at the hour's packing
+    # (bench/memory.py, 1 s ticks). The daemon passes agent.daemon.deadline.Deadline.turn.
+    writer_turn: Callable[[float], None] | None = None
 
     @classmethod
     def from_config(
@@ -148,7 +149,7 @@ class Rollup:
         engine: Engine,
         config: Config,
         meter: Meter | None,
-        writer_turn: Callable[[], None] | None = None,
+        writer_turn: Callable[[float], None] | None = None,
     ) -> Rollup:
         r = config.retention
         return cls(
@@ -165,7 +166,6 @@ class Rollup:
 
     def run(self, now: datetime) -> RollupResult:
         """Roll up every complete bucket up to ``now``, then apply retention."""
-        self._turn()
         with self.engine.begin() as conn:
             start = self._watermark(conn, "minute") or self._first_sample(conn)
             if start is None:
@@ -194,17 +194,16 @@ class Rollup:
             start = self._watermark(conn, COMPACT) or raw.first_head_ts(conn, ids)
         if start is None or raw.block_of(until) <= raw.block_of(start):
             return
-        done, batch = start, self._compact_batch(start, until)
+        done, batch, took = start, self._compact_batch(start, until), 0.0
         for first in range(0, len(ids), batch):
-            self._turn()
+            if first and self.writer_turn is not None:
+                self.writer_turn(took)
+            began = time.monotonic()
             with self.engine.begin() as conn:
                 done = raw.compact(conn, ids[first : first + batch], start, until)
+            took = time.monotonic() - began
         with self.engine.begin() as conn:
             self._set_watermark(conn, COMPACT, done)
-
-    def _turn(self) -> None:
-        if self.writer_turn is not None:
-            self.writer_turn()
 
     def _compact_batch(self, start: datetime, until: datetime) -> int:
         """Series per packing transaction: about ``COMPACT_ROWS`` head rows each."""

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, func, select
 
+from agent.daemon import deadline as deadline_module
 from agent.daemon.deadline import Deadline
 from agent.storage import rollup as rollup_module
 from agent.storage.db import create_engine, open_database
@@ -110,11 +111,12 @@ def test_packing_lets_a_waiting_tick_write_between_its_batches(
     # Another writer on the file (a second host's box: its own rows, no clash with the packing).
     other = Box(tick_db, [Gpu(host="other", uuid="GPU-other")], host="other")
     turns: list[datetime] = []
-    runs = 0
+    busy: list[float] = []
 
-    def writer_turn() -> None:
-        # Where the daemon waits for its tick's database call: before a run and between two
-        # batches the lock is free, and a write goes through within its short busy timeout.
+    def writer_turn(seconds: float) -> None:
+        # Where the daemon waits for its tick's database call: between two batches the lock
+        # is free, and a write goes through within its short busy timeout.
+        busy.append(seconds)
         turns.append(at(len(turns)))
         other.tick(turns[-1])
 
@@ -124,61 +126,48 @@ def test_packing_lets_a_waiting_tick_write_between_its_batches(
         box.tick(at(t))
         if t % 60 == 0:
             job.run(at(t))
-            runs += 1
-    assert len(turns) >= runs + 3  # the hour took several batches, a turn before each
+    assert len(turns) >= 3  # the hour took several batches, with a turn between each two
+    assert all(seconds > 0 for seconds in busy)  # each turn is told how long its batch took
     with db.connect() as conn:
         assert conn.execute(select(func.count()).select_from(sample_chunks)).scalar_one() > 0
         ticks = select(func.count()).where(collector_runs.c.host == "other")
         assert conn.execute(ticks).scalar_one() == len(turns)
 
 
-def test_background_work_starts_as_the_ticks_database_call_ends() -> None:
+def test_a_background_job_waits_for_the_ticks_database_call() -> None:
     deadline = Deadline()
     started, release = threading.Event(), threading.Event()
 
     def tick_call() -> None:
         started.set()
-        assert release.wait(10)
+        release.wait(10)
 
-    def tick() -> threading.Thread:
-        started.clear()
-        thread = threading.Thread(target=lambda: deadline.call(tick_call, timeout=10))
-        thread.start()
-        assert started.wait(10)
-        return thread
-
-    def waiting() -> threading.Thread:
-        thread = threading.Thread(target=deadline.after_next_call, args=(30,))
-        thread.start()
-        return thread
-
-    # A tick's call in flight: the job goes as soon as it ends.
-    ticking, job = tick(), waiting()
-    job.join(0.2)
-    assert job.is_alive()
+    ticking = threading.Thread(target=lambda: deadline.call(tick_call, timeout=10))
+    ticking.start()
+    assert started.wait(10)
+    waiting = threading.Thread(target=deadline.wait_idle, args=(10,))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # the job's next transaction waits for the tick's call
     release.set()
+    waiting.join(10)
     ticking.join(10)
-    job.join(10)
-    assert not job.is_alive()
-    # No call in flight: the job waits for the next tick's call and its end, not just its start.
-    release.clear()
-    job = waiting()
-    job.join(0.2)
-    assert job.is_alive()
-    ticking = tick()
-    job.join(0.2)
-    assert job.is_alive()
-    release.set()
-    ticking.join(10)
-    job.join(10)
-    assert not job.is_alive()
+    assert not waiting.is_alive() and not deadline.busy
+    deadline.wait_idle(0)  # nothing running: no wait
     deadline.close()
 
 
-def test_background_work_goes_ahead_when_no_tick_calls() -> None:
-    # While rounds are spooled the tick does not call the database: the job waits its timeout.
+def test_a_background_job_stands_aside_as_long_as_it_worked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The daemon's threads share one interpreter lock: after a packing batch of ``busy``
+    # seconds, the job leaves the tick that long to itself, up to MAX_PAUSE.
+    monkeypatch.setattr(deadline_module, "MAX_PAUSE", 0.3)
     deadline = Deadline()
     began = time.monotonic()
-    deadline.after_next_call(timeout=0.1)
-    assert 0.1 <= time.monotonic() - began < 5
+    deadline.turn(timeout=10, busy=0.1)
+    assert 0.1 <= time.monotonic() - began < 0.3
+    began = time.monotonic()
+    deadline.turn(timeout=10, busy=60.0)
+    assert 0.3 <= time.monotonic() - began < 5  # bounded: a slow batch does not stall packing
     deadline.close()
