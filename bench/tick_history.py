@@ -18,8 +18,6 @@ to the last (flat within noise).
 from __future__ import annotations
 
 import argparse
-import ctypes
-import os
 import statistics
 import sys
 import tempfile
@@ -36,12 +34,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.daemon.app import App  # noqa: E402
-from bench.storage_scenario import Checkpoint, Run, hardware, run_box  # noqa: E402
-from bench.tick import fake_library  # noqa: E402
+from bench.storage import load_fake_nvml  # noqa: E402
+from bench.storage_scenario import Checkpoint, Run, run_box  # noqa: E402
 from collectors.engines import read_by_a_mapper  # noqa: E402
 from collectors.engines.exposition import Exposition  # noqa: E402
 from collectors.scrape import ACCEPT, ScrapeCollector  # noqa: E402
-from tests.fakenvml.build import LIB_NAME, write_config  # noqa: E402
 
 RATIO_TARGET = 3.0
 FLOOR_EVERY = 10  # ticks between two floor measurements
@@ -96,9 +93,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        libdir = fake_library(folder)
-        os.environ["FAKE_NVML_CONFIG"] = str(write_config(folder / "hw.txt", hardware(0, 10)))
-        ctypes.CDLL(str(libdir / LIB_NAME))  # pynvml's dlopen by soname now finds the fake
+        load_fake_nvml(folder)
         periods = Periods()
         App.tick = periods.timed_tick(App.tick)  # type: ignore[method-assign,assignment]
         url = f"sqlite:///{folder / 'gpuwatch.db'}"

@@ -19,8 +19,6 @@ share of the interval.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import os
 import statistics
 import sys
 import tempfile
@@ -37,9 +35,8 @@ sys.path.insert(0, str(REPO))
 import agent.daemon.app as app_module  # noqa: E402
 from agent.alerting.inputs import LatencyCadence  # noqa: E402
 from agent.daemon.app import App  # noqa: E402
-from bench.storage_scenario import hardware, run_box  # noqa: E402
-from bench.tick import fake_library  # noqa: E402
-from tests.fakenvml.build import LIB_NAME, write_config  # noqa: E402
+from bench.storage import load_fake_nvml  # noqa: E402
+from bench.storage_scenario import run_box  # noqa: E402
 
 WINDOW_SECONDS = 300  # the latency rule's window: ticks before it are not counted
 
@@ -95,9 +92,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        libdir = fake_library(folder)
-        os.environ["FAKE_NVML_CONFIG"] = str(write_config(folder / "hw.txt", hardware(0, 10)))
-        ctypes.CDLL(str(libdir / LIB_NAME))  # pynvml's dlopen by soname now finds the fake
+        load_fake_nvml(folder)
         rows = [
             ("latency windows every 10 s (daemon)", run(folder, args.interval, args.minutes, None)),
             ("baseline: every tick", run(folder, args.interval, args.minutes, 0.0)),
