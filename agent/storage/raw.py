@@ -76,10 +76,7 @@ def read(
     for sid, data in conn.execute(chunks):
         out[sid].extend(_points(data, after, until, instants))
     for sid, micros, value in conn.execute(head):
-        at = instants.get(micros)
-        if at is None:
-            at = instants[micros] = from_micros(micros)
-        out[sid].append((at, value))
+        out[sid].append((_instant(instants, micros), value))
     return {sid: _ordered(points) for sid, points in out.items()}
 
 
@@ -180,11 +177,16 @@ def _points(
     out = []
     for ts, value in decode(data):
         if (lo is None or ts > lo) and (hi is None or ts <= hi):
-            at = made.get(ts)
-            if at is None:
-                at = made[ts] = from_micros(ts)
-            out.append((at, value))
+            out.append((_instant(made, ts), value))
     return out
+
+
+def _instant(made: dict[int, datetime], micros: int) -> datetime:
+    """``micros`` as a datetime, made once per instant (the series of a tick share it)."""
+    at = made.get(micros)
+    if at is None:
+        at = made[micros] = from_micros(micros)
+    return at
 
 
 def _ordered(points: list[Point]) -> list[Point]:
