@@ -41,13 +41,19 @@ class ChunkError(ValueError):
 
 def encode(points: Sequence[RawPoint]) -> bytes:
     """Pack points (in time order, distinct timestamps) into a compressed chunk."""
-    if not points:
+    return encode_columns([ts for ts, _ in points], [v for _, v in points])
+
+
+def encode_columns(stamps: Sequence[int], values: Sequence[float]) -> bytes:
+    """:func:`encode` of the points ``zip(stamps, values)``, given as two columns (packing
+    collects them in arrays: no tuple per point)."""
+    if not stamps:
         raise ValueError("a chunk holds at least one point")
-    stamps = [ts for ts, _ in points]
-    values = [v for _, v in points]
+    if len(stamps) != len(values):
+        raise ValueError(f"{len(stamps)} timestamps for {len(values)} values")
     kind, words = _pack_values(values)
     body = _shuffle(_words(_delta_of_delta(stamps))) + _shuffle(words)
-    header = bytes((VERSION, kind)) + len(points).to_bytes(4, "little")
+    header = bytes((VERSION, kind)) + len(stamps).to_bytes(4, "little")
     return header + zlib.compress(body, 6)
 
 

@@ -14,6 +14,7 @@ that arrives late for a block already packed stays in the head, and reads still 
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -35,7 +36,7 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from agent.storage.chunk_codec import decode, encode
+from agent.storage.chunk_codec import decode, encode, encode_columns
 from migrations.schema import from_micros, sample_chunks, samples, to_micros
 
 BLOCK = timedelta(hours=1)
@@ -123,19 +124,23 @@ def compact(conn: Connection, ids: SeriesIds, start: datetime, until: datetime) 
     if end <= begin:
         return begin
     in_range = and_(samples.c.series_id.in_(ids), samples.c.ts >= begin, samples.c.ts < end)
+    packed_already = _existing_chunks(conn, ids, begin, end)
     rows = conn.execute(
         select(samples.c.series_id, _micros(conn, samples.c.ts), samples.c.value)
         .where(in_range)
         .order_by(samples.c.series_id, samples.c.ts)
-    ).all()
-    packed = _by_series_block(rows)
-    del rows
-    if packed:
-        _merge_existing(conn, packed, begin, end)
-        # Encoded before the first write: SQLite's one writer is held from there to the commit,
-        # and a tick's write waits behind it.
-        chunks = [_chunk_row(k, p) for k, p in packed.items()]
-        conn.execute(delete(sample_chunks).where(_chunk_keys(packed)))
+    )
+    # Each run of a series' rows is encoded as soon as it ends: only the chunks are held, never
+    # the batch's rows (bench/memory.py: holding 20,000 rows as objects left the daemon's
+    # allocator 2 MB bigger after every hour's packing). Encoded before the first write, too:
+    # SQLite's one writer is held from there to the commit, and a tick's write waits behind it.
+    chunks = [
+        _chunk_row(key, stamps, values, packed_already.get(key))
+        for key, stamps, values in _runs(rows)
+    ]
+    if chunks:
+        keys = [(c["series_id"], to_micros(c["start"])) for c in chunks]
+        conn.execute(delete(sample_chunks).where(_chunk_keys(keys)))
         conn.execute(insert(sample_chunks), chunks)
         conn.execute(delete(samples).where(in_range))
     return end
@@ -162,7 +167,6 @@ def trim(conn: Connection, ids: SeriesIds, cutoff: datetime) -> None:
 # -- helpers ------------------------------------------------------------------------------------
 
 ChunkKey = tuple[int, int]  # (series id, block start in microseconds)
-RawPoint = tuple[int, float]  # (microseconds, value)
 
 
 def _points(
@@ -256,34 +260,38 @@ def _chunks_newest_first(
                 break
 
 
-def _by_series_block(rows: Iterable[Any]) -> dict[ChunkKey, list[RawPoint]]:
-    packed: dict[ChunkKey, list[RawPoint]] = defaultdict(list)
+def _runs(rows: Iterable[Any]) -> Iterator[tuple[ChunkKey, array[int], array[float]]]:
+    """Rows ordered by (series, time) as one (key, stamps, values) run per series and block."""
+    key: ChunkKey | None = None
+    stamps, values = array("q"), array("d")
     for sid, micros, value in rows:
-        packed[(sid, micros - micros % BLOCK_MICROS)].append((micros, value))
-    return packed
+        here = (sid, micros - micros % BLOCK_MICROS)
+        if here != key:
+            if key is not None:
+                yield key, stamps, values
+            key, stamps, values = here, array("q"), array("d")
+        stamps.append(micros)
+        values.append(value)
+    if key is not None:
+        yield key, stamps, values
 
 
-def _merge_existing(
-    conn: Connection, packed: dict[ChunkKey, list[RawPoint]], begin: datetime, end: datetime
-) -> None:
-    """Points already packed for the same blocks (rows that came late) join the new chunks."""
+def _existing_chunks(
+    conn: Connection, ids: SeriesIds, begin: datetime, end: datetime
+) -> dict[ChunkKey, bytes]:
+    """Chunks already stored for the blocks being packed: rows that came late for a block
+    packed before join its chunk. Usually none."""
     c = sample_chunks.c
-    sids = sorted({sid for sid, _ in packed})
-    existing = conn.execute(
-        select(c.series_id, c.start, c.data).where(
-            c.series_id.in_(sids), c.start >= begin, c.start < end
-        )
+    query = select(c.series_id, c.start, c.data).where(
+        c.series_id.in_(ids), c.start >= begin, c.start < end
     )
-    for sid, start, data in existing:
-        key = (sid, to_micros(start))
-        if key in packed:
-            packed[key] = sorted(dict(decode(data) + packed[key]).items())
+    return {(sid, to_micros(start)): data for sid, start, data in conn.execute(query)}
 
 
-def _chunk_keys(packed: Mapping[ChunkKey, list[RawPoint]]) -> Any:
+def _chunk_keys(keys: Iterable[ChunkKey]) -> Any:
     c = sample_chunks.c
     by_block: dict[int, list[int]] = defaultdict(list)
-    for sid, start in packed:
+    for sid, start in keys:
         by_block[start].append(sid)
     return or_(
         *(
@@ -293,7 +301,14 @@ def _chunk_keys(packed: Mapping[ChunkKey, list[RawPoint]]) -> Any:
     )
 
 
-def _chunk_row(key: ChunkKey, points: list[RawPoint]) -> dict[str, Any]:
+def _chunk_row(
+    key: ChunkKey, stamps: array[int], values: array[float], packed: bytes | None
+) -> dict[str, Any]:
     sid, start = key
-    return {"series_id": sid, "start": from_micros(start), "count": len(points),
-            "data": encode(points)}  # fmt: skip
+    if packed is None:
+        data = encode_columns(stamps, values)
+    else:  # the head's point wins where both hold one instant (a late write merged later)
+        merged = sorted(dict([*decode(packed), *zip(stamps, values, strict=True)]).items())
+        data = encode(merged)
+        stamps = array("q", (ts for ts, _ in merged))
+    return {"series_id": sid, "start": from_micros(start), "count": len(stamps), "data": data}

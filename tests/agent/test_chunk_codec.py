@@ -6,10 +6,11 @@ import math
 import random
 import struct
 import zlib
+from array import array
 
 import pytest
 
-from agent.storage.chunk_codec import ChunkError, RawPoint, decode, encode
+from agent.storage.chunk_codec import ChunkError, RawPoint, decode, encode, encode_columns
 
 T0 = 1_796_155_262_345_678  # 2026-12-01T20:01:02.345678Z in microseconds
 TICK = 10_000_000
@@ -84,3 +85,17 @@ def test_a_body_of_the_wrong_length_is_refused() -> None:
 def test_an_empty_chunk_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one point"):
         encode([])
+
+
+def test_columns_in_arrays_encode_as_the_same_points() -> None:
+    # Packing collects a series' rows in arrays (agent.storage.raw._runs): same bytes as points.
+    points = ticks([0.5, math.nan, -0.0, 7.0, 7.0], jitter=2_000)
+    stamps, values = array("q", (ts for ts, _ in points)), array("d", (v for _, v in points))
+    blob = encode_columns(stamps, values)
+    assert blob == encode(points)
+    assert bits(decode(blob)) == bits(points)
+
+
+def test_columns_of_different_lengths_are_refused() -> None:
+    with pytest.raises(ValueError, match="3 timestamps for 2 values"):
+        encode_columns([T0, T0 + TICK, T0 + 2 * TICK], [1.0, 2.0])
