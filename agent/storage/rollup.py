@@ -64,9 +64,10 @@ MAX_DAYS = timedelta(days=31)
 BASELINE_LOOKBACK = timedelta(days=1)
 CARRY = "carry"  # the rollup_state job: up to when rollup_carry holds the baselines
 COMPACT = "compact"  # the rollup_state job: raw rows before it are packed into chunks
-# Raw rows per packing transaction. Its series are read at once: 100 series of an hour of 1 s
-# ticks were 360 k rows, a 30 MB peak that Python's allocator kept for the daemon's life
-# (bench/memory.py). Series per batch follow from the tick interval; at 10 s ticks this is ~55.
+# Raw rows per packing transaction: it holds SQLite's one writer while it deletes and inserts,
+# so this bounds how long a tick's write waits behind it (raw.compact streams the rows and
+# keeps only the encoded chunks). Series per batch follow from the tick interval; at 10 s
+# ticks this is ~55.
 COMPACT_ROWS = 20_000
 JOBS = {MINUTE: "minute", HOUR: "hour", DAY: "day"}  # rollup_state's job per resolution
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
