@@ -121,14 +121,6 @@ class LatencyCadence:
             self._latencies, self._read_at, self._pairs = read(), now, frozenset(pairs)
         return self._latencies
 
-    def next_read_in(self, now: datetime) -> float | None:
-        """Seconds from ``now`` until a tick reads the windows again (negative: overdue);
-        None before the first read, or when every tick reads them."""
-        due = self.every - self.interval_seconds / 2
-        if self._read_at is None or due <= self.interval_seconds:
-            return None
-        return (self._read_at - now).total_seconds() + due
-
 
 def gather(
     store: WindowSource,

@@ -7,7 +7,6 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -33,7 +32,6 @@ from agent.daemon.deadline import Deadline, DeadlineExceeded
 from agent.daemon.fleet import FleetLink
 from agent.daemon.leader import Leadership, leadership_for
 from agent.daemon.outage import OutageLog, brief
-from agent.daemon.turns import BackgroundTurn
 from agent.reporting.digest_job import DigestJob, Outcome
 from agent.storage.db import open_database
 from agent.storage.demo_mark import DemoDatabaseError, check_kind
@@ -171,15 +169,6 @@ class App:
             spool,
             deadline=deadline,
         )
-
-    def beside_ticker(self, clock: Callable[[], datetime]) -> None:
-        """The ticks run on a thread of their own (the daemon): packing batches also stand
-        aside for the tick that reads the latency windows (agent.daemon.turns). Not for
-        callers that tick and roll up on one thread (tests, the demo's history): there no tick
-        would come while a batch waited for it."""
-        timeout = self.config.daemon.database_timeout
-        assert self.cadence is not None  # set in __post_init__
-        self.rollup.writer_turn = BackgroundTurn(self.deadline, self.cadence, clock, timeout)
 
     def tick(self, now: datetime) -> Round:
         """Collect once, store the round in one transaction and evaluate this host's rules.

@@ -42,8 +42,6 @@ class Deadline:
         self._thread: threading.Thread | None = None
         self._running: Future[Any] | None = None
         self._lock = threading.Lock()
-        self._finished = threading.Condition(self._lock)  # notified as each call ends
-        self._calls_done = 0
 
     def call(self, work: Callable[[], T], timeout: float) -> T:
         """``work()``'s result or exception; DeadlineExceeded when it takes longer than
@@ -85,13 +83,6 @@ class Deadline:
         self.wait_idle(timeout)
         time.sleep(min(busy, MAX_PAUSE))
 
-    def after_next_call(self, timeout: float) -> bool:
-        """Wait until the next call has finished (the one running, else the next to start);
-        False when ``timeout`` seconds passed without one."""
-        with self._finished:
-            seen = self._calls_done
-            return self._finished.wait_for(lambda: self._calls_done > seen, timeout)
-
     def close(self) -> None:
         self._jobs.put(None)  # the thread ends after a call it may still be stuck in
 
@@ -102,6 +93,3 @@ class Deadline:
                 future.set_result(work())
             except BaseException as exc:  # handed to the caller, who decides
                 future.set_exception(exc)
-            with self._finished:
-                self._calls_done += 1
-                self._finished.notify_all()

@@ -110,7 +110,6 @@ class Daemon:
     def __post_init__(self) -> None:
         limit_arenas()  # before any thread allocates (see agent.daemon.malloc)
         self.app = App.open(self.config)
-        self.app.beside_ticker(self.clock)
         self.metrics = MetricsServer(self.config.daemon.metrics_listen, self.latest)
         self.scheduler = BackgroundScheduler(timezone="UTC")
         # Its warning per skipped tick is replaced by MissedTicks' count and rate-limited lines.
@@ -298,7 +297,6 @@ class Daemon:
         try:
             new = load_config(self.config_path)
             new_app = App.open(new)
-            new_app.beside_ticker(self.clock)
         except Exception as exc:  # a bad file, a database gone: the running config stays
             log.error("reload failed, keeping the previous configuration: %s", exc)
             self.notifier.ready()

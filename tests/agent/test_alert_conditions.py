@@ -430,15 +430,3 @@ def test_the_latency_cadence_reads_again_when_due_or_when_something_changed() ->
     assert [at(two, s, pair) for s in range(0, 22, 2)] == [
         True, False, False, False, False, True, False, False, False, False, True
     ]  # fmt: skip
-
-
-def test_the_latency_cadence_says_when_its_next_read_is_due() -> None:
-    one = LatencyCadence(1.0)
-    assert one.next_read_in(T) is None  # nothing read yet
-    one({("llm", "m")}, T, lambda: ({}, {}))
-    # Read again from 9.5 s on: the tick at 10 s, whatever its jitter.
-    assert one.next_read_in(T + timedelta(seconds=3)) == 6.5
-    assert one.next_read_in(T + timedelta(seconds=9.75)) == -0.25  # overdue
-    ten = LatencyCadence(10.0)
-    ten({("llm", "m")}, T, lambda: ({}, {}))
-    assert ten.next_read_in(T + timedelta(seconds=3)) is None  # every tick reads

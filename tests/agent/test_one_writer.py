@@ -13,24 +13,21 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, func, select
 
-from agent.alerting.inputs import LatencyCadence
 from agent.daemon import deadline as deadline_module
 from agent.daemon.deadline import Deadline
-from agent.daemon.turns import BackgroundTurn
 from agent.storage import rollup as rollup_module
 from agent.storage.db import create_engine, open_database
 from agent.storage.rollup import Meter, Write
 from migrations.schema import collector_runs, sample_chunks
 from tests.agent.rollup_helpers import Box, EngineScrape, Gpu, at, rollup, usage_rows
 
-T0 = datetime(2026, 12, 1, tzinfo=UTC)
 TICK_BUSY_SECONDS = 0.5  # the tick's engine gives up on SQLite's lock after this
 
 
@@ -173,78 +170,4 @@ def test_a_background_job_stands_aside_as_long_as_it_worked(
     began = time.monotonic()
     deadline.turn(timeout=10, busy=60.0)
     assert 0.3 <= time.monotonic() - began < 5  # bounded: a slow batch does not stall packing
-    deadline.close()
-
-
-def test_a_call_that_ends_is_what_after_next_call_waits_for() -> None:
-    deadline = Deadline()
-    assert not deadline.after_next_call(0.05)  # no tick: the wait is bounded
-    waiting = threading.Thread(target=deadline.after_next_call, args=(10,))
-    waiting.start()
-    waiting.join(0.1)
-    assert waiting.is_alive()
-    deadline.call(lambda: None, timeout=10)
-    waiting.join(10)
-    assert not waiting.is_alive()
-    deadline.close()
-
-
-@dataclass
-class ReadTicks:
-    """A ticker on its own thread, as the daemon's: 1 s ticks, played fast; the tick whose
-    cadence reads the latency windows records when its database call ran."""
-
-    deadline: Deadline
-    cadence: LatencyCadence
-    now: datetime = T0
-    reads: list[tuple[float, float]] = field(default_factory=list)  # (began, ended), monotonic
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            self.deadline.call(self._call, timeout=10)
-            self.now += timedelta(seconds=1)
-            time.sleep(0.02)  # a second of the daemon's: 20 ms here
-
-    def _call(self) -> None:
-        def read() -> tuple[dict[Any, Any], dict[Any, Any]]:
-            began = time.monotonic()
-            time.sleep(0.02)  # the windows' read
-            self.reads.append((began, time.monotonic()))
-            return {}, {}
-
-        self.cadence({("llm", "m")}, self.now, read)
-
-
-def test_packing_batches_stand_aside_for_the_tick_that_reads_the_latency_windows() -> None:
-    # At 1 s ticks one tick in ten reads the latency windows; beside a packing batch that read
-    # missed the tick's deadline (bench/memory.py). A batch that could overlap it waits for it.
-    deadline, cadence = Deadline(), LatencyCadence(1.0)
-    ticks = ReadTicks(deadline, cadence)
-    turn = BackgroundTurn(deadline, cadence, clock=lambda: ticks.now, timeout=1.0)
-    ticker = threading.Thread(target=ticks.run)
-    ticker.start()
-    while not ticks.reads:  # the daemon's first tick reads them before any rollup runs
-        time.sleep(0.001)
-    batches: list[tuple[float, float]] = []
-    try:
-        for _ in range(50):
-            turn.clear_read(busy=1.0)  # a batch told it took a tick's second...
-            began = time.monotonic()
-            time.sleep(0.015)  # ...and taking less
-            batches.append((began, time.monotonic()))
-    finally:
-        ticks.stop.set()
-        ticker.join(10)
-        deadline.close()
-    assert len(ticks.reads) >= 3, ticks.reads
-    overlaps = [(r, b) for r in ticks.reads for b in batches if b[0] < r[1] and r[0] < b[1]]
-    assert overlaps == []
-
-
-def test_no_wait_when_the_windows_are_read_every_tick() -> None:
-    deadline, cadence = Deadline(), LatencyCadence(10.0)
-    cadence({("llm", "m")}, T0, lambda: ({}, {}))
-    turn = BackgroundTurn(deadline, cadence, clock=lambda: T0, timeout=5.0)
-    assert turn.clear_read(busy=60.0) == 0  # returns at once, though no tick ever comes
     deadline.close()
