@@ -18,7 +18,13 @@ from agent.alerting.budget_rules import BUDGET_RULES, budget_conditions
 from agent.alerting.conditions import RULES as HOST_RULES
 from agent.alerting.conditions import conditions
 from agent.alerting.evaluation import FLEET, Alerting, Delivery, build_receivers
-from agent.alerting.inputs import LatencyCadence, StoredBaselines, gather, outage_memory
+from agent.alerting.inputs import (
+    LatencyCadence,
+    StoredBaselines,
+    gather,
+    outage_memory,
+    raw_reach,
+)
 from agent.alerting.local_outbox import LocalOutbox, outbox_path
 from agent.alerting.recent import RecentWindows
 from agent.collect.runner import CollectorRunner, Round
@@ -121,6 +127,7 @@ class App:
         self.recent = self.recent or outage_memory(rules, interval)
         self.baselines = self.baselines or StoredBaselines(self.engine)
         self.cadence = self.cadence or LatencyCadence(interval)
+        self.rollup.head_reach = raw_reach(rules, interval)  # packing waits for these windows
         self._resume_failures()
 
     def _resume_failures(self) -> None:

@@ -64,10 +64,8 @@ MAX_DAYS = timedelta(days=31)
 BASELINE_LOOKBACK = timedelta(days=1)
 CARRY = "carry"  # the rollup_state job: up to when rollup_carry holds the baselines
 COMPACT = "compact"  # the rollup_state job: raw rows before it are packed into chunks
-# Raw rows per packing transaction: it holds SQLite's one writer while it deletes and inserts,
-# so this bounds how long a tick's write waits behind it (raw.compact streams the rows and
-# keeps only the encoded chunks). Series per batch follow from the tick interval; at 10 s
-# ticks this is ~55.
+# Raw rows per packing transaction (SQLite's one writer is held from its delete to its commit).
+# Series per batch follow from the tick interval; at 10 s ticks this is ~55.
 COMPACT_ROWS = 20_000
 JOBS = {MINUTE: "minute", HOUR: "hour", DAY: "day"}  # rollup_state's job per resolution
 SETTLE_SECONDS = 120  # longer than any tick (scrape timeouts are seconds)
@@ -143,6 +141,9 @@ class Rollup:
     # batches back to back kept a tick's write out past its deadline at the hour's packing
     # (bench/memory.py, 1 s ticks). The daemon passes agent.daemon.deadline.Deadline.turn.
     writer_turn: Callable[[float], None] | None = None
+    # How far back a tick's alert inputs read raw samples (agent.alerting.inputs.raw_reach):
+    # packed sooner, each read decoded every series' whole hour to keep minutes of it.
+    head_reach: timedelta = timedelta(0)
 
     @classmethod
     def from_config(
@@ -183,13 +184,14 @@ class Rollup:
     def _compact(self, rolled_up_until: datetime) -> None:
         """Pack the raw rows of hours the rollup is done with into chunks.
 
-        Rows stay in the head while the next run may read them: from its start minus the
-        largest gap, where its first increase takes a baseline from. One transaction per batch
+        Rows stay in the head while the next run may read them (from its start minus the
+        largest gap, where its first increase takes a baseline from) and while the alert
+        inputs' windows reach them (``head_reach``). One transaction per batch
         of series, so a tick's write never waits long for the lock; a crash between batches
         leaves some series packed, and the rerun finds no rows left of theirs to pack. A batch
         holds about ``COMPACT_ROWS`` rows, whatever the tick interval.
         """
-        until = rolled_up_until - timedelta(seconds=self.max_gap)
+        until = rolled_up_until - max(timedelta(seconds=self.max_gap), self.head_reach)
         with self.engine.connect() as conn:
             ids = list(conn.execute(self._host_series()).scalars())
             start = self._watermark(conn, COMPACT) or raw.first_head_ts(conn, ids)

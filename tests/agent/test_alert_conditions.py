@@ -430,3 +430,18 @@ def test_the_latency_cadence_reads_again_when_due_or_when_something_changed() ->
     assert [at(two, s, pair) for s in range(0, 22, 2)] == [
         True, False, False, False, False, True, False, False, False, False, True
     ]  # fmt: skip
+
+
+def test_the_daemons_rollup_leaves_in_the_head_what_its_rules_read_back(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    upgrade_database(url)
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text(f'database_url = "{url}"\n')
+    app = App.open(load_config(str(path), {}), collectors=[])
+    assert app.rollup.head_reach == timedelta(seconds=600 + 2 * 10)  # GpuIdle's warm-up
+    app.close()
+    rule = "[alerts.rules.LatencyP99Spike]\nwindow_seconds = 1800\n"
+    path.write_text(f'database_url = "{url}"\n{rule}')
+    app = App.open(load_config(str(path), {}), collectors=[])
+    assert app.rollup.head_reach == timedelta(minutes=30)
+    app.close()

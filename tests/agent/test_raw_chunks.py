@@ -107,3 +107,24 @@ def test_a_late_row_for_a_packed_hour_is_merged_into_its_chunk(db: Engine) -> No
             ).scalar_one()
             == 0
         )
+
+
+def test_an_hour_is_packed_only_once_the_alert_windows_have_left_it(db: Engine) -> None:
+    # The alert inputs read the last minutes of raw samples every tick; from chunks that is
+    # every series' whole hour decoded. The daemon's rollup keeps those minutes in the head.
+    engine = EngineScrape("llama", tokens={"m": 0.0})
+    box = Box(db, [Gpu(), engine])
+    job = rollup(db, TICK, head_reach=timedelta(minutes=10))
+    packed_at = None
+    for t in range(0, 2 * 3600 + 1, TICK):
+        engine.tokens["m"] = float(7 * t)
+        box.tick(at(t))
+        if t % 60 == 0:
+            job.run(at(t))
+            if packed_at is None and counts(db)[1]:
+                packed_at = t
+    # The first hour left the head at 01:10, not at 01:02 (the largest gap's lag alone).
+    assert packed_at == 3600 + 10 * 60
+    with db.connect() as conn:  # and from then on, 10 minutes back reads only head rows
+        oldest = conn.execute(select(func.min(samples.c.ts))).scalar_one()
+    assert oldest <= at(2 * 3600 - 600)
