@@ -135,14 +135,13 @@ def compact(conn: Connection, ids: SeriesIds, start: datetime, until: datetime) 
     # arenas in a fresh process, 2 MB it keeps while any object in them lives; BENCHMARKS.md).
     # Encoded before the first write, too: SQLite's one writer is held from there to the
     # commit, and a tick's write waits behind it.
-    chunks = [
-        _chunk_row(key, stamps, values, packed_already.get(key))
+    chunks = {
+        key: _chunk_row(key, stamps, values, packed_already.get(key))
         for key, stamps, values in _runs(rows)
-    ]
+    }
     if chunks:
-        keys = [(c["series_id"], to_micros(c["start"])) for c in chunks]
-        conn.execute(delete(sample_chunks).where(_chunk_keys(keys)))
-        conn.execute(insert(sample_chunks), chunks)
+        conn.execute(delete(sample_chunks).where(_chunk_keys(chunks)))
+        conn.execute(insert(sample_chunks), list(chunks.values()))
         conn.execute(delete(samples).where(in_range))
     return end
 
