@@ -11,10 +11,16 @@ moving every 5 s, a request completing per engine a minute). Like Prometheus wou
 process scrapes the daemon's own /metrics every 15 s. Every ``--sample-seconds`` it reads the
 daemon's VmRSS (/proc/PID/status) and PSS (/proc/PID/smaps_rollup), and prints at the end: RSS
 at its first stored tick, after warm-up and at the end, the peak, and the slope by least
-squares over the samples after warm-up, in MB per hour. Warm-up is 15 minutes by default (a
-quarter of shorter runs): measured, the daemon climbs for its first 10-15 minutes (caches,
-allocator pools and the history its minute jobs and alert windows read all filling up) and
-only then reaches the level a leak would rise from.
+squares over the samples after warm-up, in MB per hour, and over each whole hour after it;
+and the median RSS of each 10 minutes (the level, without the bumps of a few minutes).
+Warm-up is 15 minutes by default (a quarter of shorter runs): measured, the daemon climbs for
+its first 10-15 minutes (caches, allocator pools and the history its minute jobs and alert
+windows read all filling up) and only then reaches the level a leak would rise from. The
+hourly jobs (the hour rollup, packing the head's hour into chunks) first run about 60-70
+minutes in, and SQLAlchemy compiles and caches their statements then (the box of
+bench/storage_scenario.py at 10 s ticks: 85 compiled statements through its first hour, 102
+from 80 minutes on, none added in the 70 minutes after); a run with ``--warmup-minutes 75``
+and ``--minutes 140`` shows the hour after those.
 
 Baselines, measured in the same run:
 - a bare Python process that imported pynvml and initialised NVML (as bench/tick.py);
@@ -35,6 +41,7 @@ import os
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -339,10 +346,37 @@ def report(readings: list[Reading], warmup: float, floors: dict[str, float], tic
     print(f"slope after warm-up ({len(after)} samples): RSS {fit.slope:+.2f} MB/h "
           f"(stderr {fit.stderr:.2f}, residual {fit.residual:.2f} MB); "
           f"PSS {pss.slope:+.2f} MB/h (stderr {pss.stderr:.2f})")  # fmt: skip
+    for first, fit_h in hourly_fits(after):
+        print(f"  the hour from {first / 60:.0f} min: RSS {fit_h.slope:+.2f} MB/h "
+              f"(stderr {fit_h.stderr:.2f})")  # fmt: skip
+    print("median RSS per 10 minutes (MB):", levels(readings))
     size = "OK" if peak.rss_mb <= RSS_TARGET_MB else "OVER TARGET"
     flat = "OK" if fit.flat else "RISING"
     print(f"target: RSS <= {RSS_TARGET_MB:.0f} MB (peak) -> {size}")
     print(f"target: flat (slope < {FLAT_MB_PER_HOUR} MB/h or <= 2 x stderr) -> {flat}")
+
+
+def hourly_fits(after: list[Reading]) -> list[tuple[float, Fit]]:
+    """The slope over each whole hour after warm-up: the daemon's hourly jobs (the hour
+    rollup, the packing) first run in its first hour, and what they allocate once for good
+    shows there; a leak rises in every hour."""
+    fits = []
+    start = after[0].seconds if after else 0.0
+    while after and start + 3600 <= after[-1].seconds + 1:
+        hour = [(r.seconds, r.rss_mb) for r in after if start <= r.seconds < start + 3600]
+        fits.append((start, least_squares(hour)))
+        start += 3600
+    return fits
+
+
+def levels(readings: list[Reading]) -> str:
+    """The median of each 10 minutes: the level, without the minutes-long bumps."""
+    by_ten: dict[int, list[float]] = {}
+    for r in readings:
+        by_ten.setdefault(int(r.seconds // 600), []).append(r.rss_mb)
+    full = max((len(v) for v in by_ten.values()), default=0) / 2  # a last, short one left out
+    medians = [statistics.median(v) for _, v in sorted(by_ten.items()) if len(v) > full]
+    return " ".join(f"{m:.1f}" for m in medians)
 
 
 def main() -> int:
