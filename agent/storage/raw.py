@@ -98,11 +98,9 @@ def last_at_or_before(
 
 def first_ts(conn: Connection, ids: SeriesIds) -> datetime | None:
     """The oldest stored instant of these series (for a first rollup run)."""
-    head = conn.execute(select(func.min(samples.c.ts)).where(samples.c.series_id.in_(ids)))
-    first_head = head.scalar()
-    first_block = conn.execute(
-        select(func.min(sample_chunks.c.start)).where(sample_chunks.c.series_id.in_(ids))
-    ).scalar()
+    first_head = first_head_ts(conn, ids)
+    c = sample_chunks.c
+    first_block = conn.execute(_oldest(c.series_id, c.start, ids)).scalar()
     if first_block is not None:
         points = read(conn, ids, None, first_block + BLOCK)
         first_block = min((p[0][0] for p in points.values() if p), default=None)
@@ -112,7 +110,19 @@ def first_ts(conn: Connection, ids: SeriesIds) -> datetime | None:
 
 def first_head_ts(conn: Connection, ids: SeriesIds) -> datetime | None:
     """The oldest row still in the head (where a first compaction starts)."""
-    return conn.execute(select(func.min(samples.c.ts)).where(samples.c.series_id.in_(ids))).scalar()
+    return conn.execute(_oldest(samples.c.series_id, samples.c.ts, ids)).scalar()
+
+
+def _oldest(sid: Any, time: Any, ids: SeriesIds) -> Select[Any]:
+    """The oldest ``time`` of any series of ``ids``, by one index seek per series.
+
+    SQLite answers ``min(ts) ... WHERE series_id IN (...)`` by a seek per listed id already;
+    PostgreSQL reads every row of every series. The rollup asks it each minute until the
+    first packing, so on PostgreSQL it read the whole head (at 1 s ticks up to an hour of rows
+    per series) every minute of a new box's first hour.
+    """
+    per_series = select(func.min(time)).where(sid == series.c.id).scalar_subquery()
+    return select(func.min(per_series)).where(series.c.id.in_(ids))
 
 
 def compact(conn: Connection, ids: SeriesIds, start: datetime, until: datetime) -> datetime:
