@@ -45,3 +45,16 @@ def test_rss_by_mapping_names_the_heap_and_the_interpreter() -> None:
     # The test process's other threads (pytest-xdist's) allocate meanwhile: the sum of the
     # mappings lies between the RSS read just before and just after, within a page table.
     assert min(before, after) - 2.0 <= sum(maps.values()) <= max(before, after) + 2.0
+
+
+@linux_only
+def test_a_reading_keeps_the_peak_of_the_interval_before_it() -> None:
+    memory.read(os.getpid(), 0.0)  # the interval starts here
+    block = b"\x01" * (64 << 20)  # written, so resident; mapped, so unmapped when freed
+    del block
+
+    after = memory.read(os.getpid(), 0.0)
+    next_one = memory.read(os.getpid(), 0.0)
+
+    assert after.peak_mb >= after.rss_mb + 48
+    assert next_one.peak_mb < after.peak_mb - 48  # each reading starts the peak over
