@@ -88,11 +88,7 @@ class Reading:
     file_mb: float = 0.0  # RssFile: mapped libraries and files (libpython, libsqlite3, ...)
     shmem_mb: float = 0.0  # RssShmem: shared mappings (SQLite's -shm file is RssFile)
     threads: int = 0
-    # The most RSS since the reading before (VmHWM, reset after each reading): a tick holds
-    # about 0.8 MB more for its first tenth of a second than between ticks, and a sampler's
-    # instant drifts against the 1 s tick, so RSS alone shows the tick's peak in some minutes
-    # and not in others (the "bumps" of about 0.8 MB every ~20 minutes of earlier runs).
-    peak_mb: float = 0.0
+    peak_mb: float = 0.0  # the most RSS since the reading before (VmHWM; see the docstring)
 
 
 @dataclass(frozen=True)
