@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agent.collect.runner import CollectorRunner
 from agent.storage.db import open_database, upgrade_database
-from agent.storage.store import Store
+from agent.storage.store import INSERT_BATCH, Store
 from collectors.base import CollectError, Sample
 from migrations.runner import SchemaError, head_revision
 
@@ -123,3 +123,37 @@ def test_two_daemons_share_series_rows_without_conflict(db_url: str) -> None:
     assert len(first.samples("gpuwatch_gpu_temperature_celsius")) == 2
     first.engine.dispose()
     second.engine.dispose()
+
+
+def _wide(count: int) -> Scripted:
+    """A collector with ``count`` series: a round several insert batches long."""
+    return Scripted("nvml", {f"gpuwatch_test_{i:04d}": float(i) for i in range(count)})
+
+
+def test_a_round_larger_than_an_insert_batch_is_stored_whole_and_replayed_once(
+    db_url: str,
+) -> None:
+    store = _open(db_url)
+    count = 3 * INSERT_BATCH + 7
+    runner = CollectorRunner("h1", [_wide(count)])
+    round_ = runner.run(T0)
+    rows = len(list(round_.tagged_samples()))  # with the run's own health samples
+    assert rows > count
+    assert store.write_round(round_) == rows
+    assert store.write_rounds([round_], replay=True) == rows
+    stored = {r.metric: r.value for r in store.samples() if r.metric.startswith("gpuwatch_test_")}
+    assert stored == {f"gpuwatch_test_{i:04d}": float(i) for i in range(count)}
+    assert len(store.samples("gpuwatch_test_0000")) == 1  # the replay doubled nothing
+    store.engine.dispose()
+
+
+def test_a_conflict_in_a_rounds_last_insert_batch_stores_none_of_its_first(db_url: str) -> None:
+    store = _open(db_url)
+    count = 3 * INSERT_BATCH
+    last = f"gpuwatch_test_{count - 1:04d}"
+    store.write_round(CollectorRunner("h1", [Scripted("nvml", {last: -1.0})]).run(T0))
+    with pytest.raises(IntegrityError):  # the last series was stored at T0 already
+        store.write_round(CollectorRunner("h1", [_wide(count)]).run(T0))
+    assert store.samples("gpuwatch_test_0000") == []
+    assert [r.value for r in store.samples(last)] == [-1.0]
+    store.engine.dispose()
