@@ -11,6 +11,7 @@ an id whose runtime cannot be told from the path is returned bare.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,8 +49,16 @@ def unit_from_cgroup(text: str) -> str | None:
 
 def read_unit(pid: int, proc_root: Path = Path("/proc")) -> str | None:
     """The unit or container of a running ``pid``; None when it exited or cannot be read."""
+    # A plain string path, not ``proc_root / str(pid)``: pathlib interns every part it parses,
+    # and a PID nobody caches (unknown units are read again each tick) then adds an entry to
+    # the interpreter's table of interned strings that is deleted when the path is dropped.
+    # Deleted entries are not reused, so every few thousand of them the table (1.9 MB at the
+    # daemon's imports) is rebuilt: at 1 s ticks with 16 such PIDs, a new copy of it beside the
+    # old once an hour (bench/memory.py: the peak over 70 MB).
+    path = os.path.join(proc_root, str(pid), "cgroup")
     try:
-        text = (proc_root / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as file:
+            text = file.read()
     except OSError:  # exited meanwhile, hidepid, or another PID namespace
         return None
     return unit_from_cgroup(text)
