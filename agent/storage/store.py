@@ -88,7 +88,7 @@ class Store:
         new_ids = self._create_series(conn, keyed, created)
         created.update(new_ids)
         values = self._sample_values(keyed, created)
-        del keyed
+        del keyed  # its tuples (one per sample) need not live through the inserts
         statement = insert_ignoring_conflicts(conn, samples) if replay else insert(samples)
         for batch in _batches(values.items(), INSERT_BATCH):
             conn.execute(statement, [{"series_id": s, "ts": t, "value": v} for (s, t), v in batch])
