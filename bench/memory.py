@@ -32,6 +32,10 @@ Baselines, measured in the same run:
   modules) and initialised NVML, without ticking: what the code costs before any data;
 - the daemon's own RSS after warm-up (the slope is measured against it).
 
+Units: MB here means MiB (2**20 bytes: /proc's kB divided by 1024, as ps, top, free and
+systemd's ``MemoryMax=`` count, and as bench/tick.py measured the issue's own figures); each
+figure in MB of 10**6 bytes is 4.9 % higher, and the final target line prints the peak in both.
+
 Targets (issue 11): RSS at most 70 MB, and flat. "Flat" here means no upward slope beyond
 noise: a slope under 0.5 MB/hour, or one that is not above twice its own standard error
 (RSS moves in pages and allocator chunks, so a perfectly level line is not expected).
@@ -378,7 +382,9 @@ def report(readings: list[Reading], warmup: float, floors: dict[str, float], tic
     print("median interval peak per 10 minutes (MB):", levels(readings, "peak_mb"))
     size = "OK" if peak.peak_mb <= RSS_TARGET_MB else "OVER TARGET"
     flat = "OK" if fit.flat and peaks.flat else "RISING"
-    print(f"target: RSS <= {RSS_TARGET_MB:.0f} MB (peak) -> {size}")
+    print(f"target: RSS <= {RSS_TARGET_MB:.0f} MB (MiB, as throughout; the peak "
+          f"{peak.peak_mb:.1f}, or {peak.peak_mb * 1.048576:.1f} in MB of 10**6 bytes) "
+          f"-> {size}")  # fmt: skip
     print(f"target: flat (slope < {FLAT_MB_PER_HOUR} MB/h or <= 2 x stderr) -> {flat}")
 
 
