@@ -70,6 +70,7 @@ from bench.tick import fake_library, hardware  # noqa: E402
 from tests.fakenvml.build import write_config  # noqa: E402
 
 RSS_TARGET_MB = 70.0
+MB_PER_MIB = 2**20 / 10**6  # the bench's MB are MiB; the target line also gives SI MB
 FLAT_MB_PER_HOUR = 0.5  # below this a slope is noise whatever its standard error
 MODELS = ("llama-3.1-8b", "qwen2.5-7b")
 SCRAPE_SECONDS = 15.0  # how often Prometheus would scrape the daemon's /metrics
@@ -383,7 +384,7 @@ def report(readings: list[Reading], warmup: float, floors: dict[str, float], tic
     size = "OK" if peak.peak_mb <= RSS_TARGET_MB else "OVER TARGET"
     flat = "OK" if fit.flat and peaks.flat else "RISING"
     print(f"target: RSS <= {RSS_TARGET_MB:.0f} MB (MiB, as throughout; the peak "
-          f"{peak.peak_mb:.1f}, or {peak.peak_mb * 1.048576:.1f} in MB of 10**6 bytes) "
+          f"{peak.peak_mb:.1f}, or {peak.peak_mb * MB_PER_MIB:.1f} in MB of 10**6 bytes) "
           f"-> {size}")  # fmt: skip
     print(f"target: flat (slope < {FLAT_MB_PER_HOUR} MB/h or <= 2 x stderr) -> {flat}")
 
