@@ -61,6 +61,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TextIO
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -317,13 +318,28 @@ def wait_first_tick(proc: subprocess.Popen[bytes], state: Path) -> None:
         time.sleep(0.2)
 
 
-def sample_daemon(proc: subprocess.Popen[bytes], seconds: float, every: float) -> list[Reading]:
+CSV_HEADER = "utc,seconds,rss_mb,pss_mb,anon_mb,file_mb,shmem_mb,threads,peak_mb"
+
+
+def csv_line(r: Reading) -> str:
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return (f"{at},{r.seconds:.1f},{r.rss_mb:.2f},{r.pss_mb:.2f},{r.anon_mb:.2f},"
+            f"{r.file_mb:.2f},{r.shmem_mb:.2f},{r.threads},{r.peak_mb:.2f}")  # fmt: skip
+
+
+def sample_daemon(
+    proc: subprocess.Popen[bytes], seconds: float, every: float, sink: TextIO | None
+) -> list[Reading]:
+    """Readings every ``every`` s for ``seconds``; each also goes to ``sink`` as it is taken,
+    so a long run's readings survive the run being stopped, and can be read while it runs."""
     started = time.monotonic()
     readings: list[Reading] = []
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"the daemon exited with {proc.returncode}")
         readings.append(read(proc.pid, started))
+        if sink is not None:
+            print(csv_line(readings[-1]), file=sink, flush=True)
         elapsed = time.monotonic() - started
         if elapsed >= seconds:
             return readings
@@ -419,7 +435,9 @@ def main() -> int:
     parser.add_argument(
         "--warmup-minutes", type=float, help="default: 15, or a quarter of shorter runs"
     )
-    parser.add_argument("--csv", type=Path, help="also write every reading (seconds, RSS, PSS)")
+    parser.add_argument(
+        "--csv", type=Path, help="also write every reading (UTC, seconds, RSS, PSS), as taken"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the daemon on the way out
     warmup = 60 * (args.warmup_minutes if args.warmup_minutes is not None
@@ -458,19 +476,16 @@ def main() -> int:
                   f"{args.minutes:g} min (warm-up {warmup / 60:g} min)", flush=True)  # fmt: skip
             wait_first_tick(proc, state)
             maps_first = smaps_summary(proc.pid)
-            readings = sample_daemon(proc, args.minutes * 60, args.sample_seconds)
+            sink = stack.enter_context(args.csv.open("w")) if args.csv else None
+            if sink is not None:
+                print(CSV_HEADER, file=sink, flush=True)
+            readings = sample_daemon(proc, args.minutes * 60, args.sample_seconds, sink)
             ticks = ticks_stored(state)
             maps_end = smaps_summary(proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
         print(f"/metrics scraped {answered[0]} times; exit code {proc.returncode}")
-        if args.csv:
-            lines = [f"{r.seconds:.1f},{r.rss_mb:.2f},{r.pss_mb:.2f},{r.anon_mb:.2f},"
-                     f"{r.file_mb:.2f},{r.shmem_mb:.2f},{r.threads},{r.peak_mb:.2f}"
-                     for r in readings]  # fmt: skip
-            header = "seconds,rss_mb,pss_mb,anon_mb,file_mb,shmem_mb,threads,peak_mb\n"
-            args.csv.write_text(header + "\n".join(lines) + "\n")
         report(readings, warmup, floors, ticks)
         print_mappings(maps_first, maps_end)
     return 0

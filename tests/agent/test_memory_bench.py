@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -60,3 +62,24 @@ def test_a_reading_keeps_the_peak_of_the_interval_before_it() -> None:
 
     assert after.peak_mb >= after.rss_mb + 48
     assert next_one.peak_mb < after.peak_mb - 48  # each reading starts the peak over
+
+
+@linux_only
+def test_each_reading_reaches_the_csv_as_it_is_taken(tmp_path: Path) -> None:
+    # A run of hours read while it runs, or stopped before its end, still has its readings.
+    sink = (tmp_path / "readings.csv").open("w")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        readings = memory.sample_daemon(child, 0.4, 0.1, sink)
+        on_disk = (tmp_path / "readings.csv").read_text().splitlines()  # not closed yet
+    finally:
+        child.kill()
+        child.wait()
+        sink.close()
+
+    assert len(on_disk) == len(readings) >= 3
+    fields = memory.CSV_HEADER.split(",")
+    for line, reading in zip(on_disk, readings, strict=True):
+        row = dict(zip(fields, line.split(","), strict=True))
+        assert float(row["rss_mb"]) == pytest.approx(reading.rss_mb, abs=0.01)
+        assert row["utc"].endswith("Z")
