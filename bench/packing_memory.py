@@ -1,6 +1,6 @@
 """Benchmark: does the hourly packing's step in the daemon's memory level off? (issue 11)
 
-    python bench/packing_memory.py [--minutes 40] [--sample-seconds 5]
+    python bench/packing_memory.py [--minutes 40] [--sample-seconds 5] [--once]
 
 bench/memory.py found the running daemon flat between its hourly jobs, but each hourly packing
 (the rollup job packing the head's hour into chunks, 10-15 s at 1 s ticks while the ticks go
@@ -26,8 +26,12 @@ Every ``--sample-seconds`` a thread of this process reads its RssAnon (and glibc
 packing (the median of the 5 minutes before it: the baseline, measured in the same run), the
 median level between each packing and the next, and the least-squares slope per packing over
 the second half of the packings, with its standard error. Where the steps level off, that
-slope is flat (under 0.05 MB a packing, or not above twice its standard error); where they
-add up, it is their size.
+slope is flat (under 0.01 MB a packing, a quarter of a MB a day in life, or not above twice
+its standard error); where they add up, it is their size. Also the slope of RssAnon against
+time over the second half of the run (outside the packings): a young daemon still drifts
+up for reasons of its own (caches and windows filling), so ``--once`` runs the same daemon
+packing the hour only once, and the two drifts side by side (two runs at once, under the
+same load) say what the packing again and again adds.
 
 The hour fits about 55 packings: the run stops before the box's 01:10, when the daemon would
 pack its own live hour too. MB here means MiB, as in bench/memory.py. Linux only (/proc);
@@ -57,7 +61,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.memory import free_port, least_squares  # noqa: E402
+from bench.memory import Fit, free_port, least_squares  # noqa: E402
 from bench.storage_scenario import T0, config_text  # noqa: E402
 
 MINUTE_FILL = 180  # seconds of real ticks copied over the hour before T0
@@ -65,7 +69,7 @@ HOUR_US = 3600 * 10**6
 FILLED_FROM_US = int(T0.timestamp()) * 10**6 - HOUR_US  # the hour the daemon packs again
 LIVE_FROM = T0 + timedelta(seconds=MINUTE_FILL)
 MAX_MINUTES = 64  # from the box's 00:03: stop before it packs its own first hour (01:13)
-FLAT_MB_PER_PACKING = 0.05
+FLAT_MB_PER_PACKING = 0.01  # a quarter of a MB a day at one packing an hour
 SCRAPE_SECONDS = 15.0
 
 
@@ -98,10 +102,10 @@ def prepare(folder: Path) -> None:
 # -- 3. the controller, in its own process ---------------------------------------------------
 
 
-def control(folder: Path) -> None:
+def control(folder: Path, once: bool) -> None:
     """After each packing of the filled hour, put it back; a line in packings.log each: when
     its first chunk was seen (the packing under way), when its watermark was (done), and
-    when the hour was back."""
+    when the hour was back. ``once``: log the first packing and stop there."""
     conn = sqlite3.connect(folder / "gw.db", timeout=60, isolation_level=None)
     conn.execute("ATTACH ? AS saved", (str(folder / "saved.db"),))
     ids = [sid for (sid,) in conn.execute("SELECT DISTINCT series_id FROM saved.rows")]
@@ -118,9 +122,12 @@ def control(folder: Path) -> None:
                 started = time.time()
             if conn.execute("SELECT 1 FROM rollup_state WHERE job = 'compact'").fetchone():
                 done = time.time()
-                restore(conn, ids)
+                if not once:
+                    restore(conn, ids)
                 print(f"{started or done:.1f} {done:.1f} {time.time():.1f}", file=log, flush=True)
                 started = None
+                if once:
+                    return
 
 
 def restore(conn: sqlite3.Connection, ids: list[int]) -> None:
@@ -310,12 +317,29 @@ def report(readings: list[Reading], marks: list[Packing]) -> None:
     verdict = "levelled off" if flat else "still adding up"
     print(f"second half ({len(half)} levels): {fit.slope:+.3f} MB per packing "
           f"(stderr {fit.stderr:.3f}): {verdict}")  # fmt: skip
+    drift = time_slope(readings, marks)
+    print(f"RssAnon over the second half of the time after the first packing: "
+          f"{drift.slope:+.2f} MB/h (stderr {drift.stderr:.2f})")  # fmt: skip
     first, last = readings[0], readings[-1]
     if first.heap_mb:
         print(f"glibc heaps' span {first.heap_mb:.2f} -> {last.heap_mb:.2f} MB, in use "
               f"{first.in_use_mb:.2f} -> {last.in_use_mb:.2f} MB")  # fmt: skip
     print(f"highest RssAnon read: {max(r.anon_mb for r in readings):.2f} MB; "
           f"{len(marks)} packings")  # fmt: skip
+
+
+def time_slope(readings: list[Reading], marks: list[Packing]) -> Fit:
+    """RssAnon against time over the second half of the run after the first packing, outside
+    the packings themselves: with ``--once``, the drift a run has without packing again."""
+    after = [
+        r
+        for r in readings
+        if r.at >= marks[0].restored and not any(m.started - 2 <= r.at < m.restored for m in marks)
+    ]
+    if not after:
+        return Fit(0.0, float("inf"), 0.0)
+    middle = (after[0].at + after[-1].at) / 2
+    return least_squares([(r.at, r.anon_mb) for r in after if r.at >= middle])
 
 
 def main() -> int:
@@ -326,12 +350,17 @@ def main() -> int:
     parser.add_argument("--control", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--engines", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help="also write every reading, as JSON lines")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="pack the hour once only (the run's drift without packings, to compare)",
+    )
     args = parser.parse_args()
     if args.prepare:
         prepare(args.prepare)
         return 0
     if args.control:
-        control(args.control)
+        control(args.control, args.once)
         return 0
     if args.engines:
         serve_engines()
@@ -339,17 +368,19 @@ def main() -> int:
     if not 15 <= args.minutes <= MAX_MINUTES:
         parser.error(f"--minutes from 15 (the first packing is 10-11 minutes in) to "
                      f"{MAX_MINUTES} (the box's own hour is packed at 01:13)")  # fmt: skip
-    return bench(args.minutes, args.sample_seconds, args.json)
+    return bench(args.minutes, args.sample_seconds, args.json, args.once)
 
 
-def bench(minutes: float, every: float, json_path: Path | None) -> int:
+def bench(minutes: float, every: float, json_path: Path | None, once: bool) -> int:
     me = [sys.executable, str(Path(__file__).resolve())]
     folder = Path(tempfile.mkdtemp(prefix="packing-memory-"))
     try:
         print(f"preparing the box in {folder} (3 minutes of 1 s ticks, then the hour filled)")
         subprocess.run([*me, "--prepare", str(folder)], check=True)
         engines = subprocess.Popen([*me, "--engines"], stdout=subprocess.PIPE, text=True)
-        controller = subprocess.Popen([*me, "--control", str(folder)])
+        controller = subprocess.Popen(
+            [*me, "--control", str(folder), *(["--once"] if once else [])]
+        )
         try:
             assert engines.stdout is not None
             urls = engines.stdout.readline().split()

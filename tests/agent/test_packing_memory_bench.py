@@ -94,3 +94,18 @@ def test_the_report_says_whether_the_steps_level_off(
     out = capsys.readouterr().out
     assert f"{slope} MB per packing" in out
     assert verdict in out
+
+
+def test_the_drift_over_time_leaves_the_packings_themselves_out() -> None:
+    # 1 MB an hour outside the packings, 20 MB more during each (left out), from 600 s on.
+    marks = [pm.Packing(at + 2, at + 15, at + 25) for at in range(600, 3600, 60)]
+
+    def level(t: int) -> float:
+        packing = any(m.started - 2 <= t < m.restored for m in marks)
+        return 50.0 + t / 3600 + (20.0 if packing else 0.0)
+
+    readings = [pm.Reading(t, level(t), 0.0, 0.0) for t in range(0, 3600, 5)]
+
+    drift = pm.time_slope(readings, marks)
+
+    assert drift.slope == pytest.approx(1.0, abs=1e-6)
