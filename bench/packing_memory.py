@@ -51,9 +51,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -61,7 +59,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.memory import Fit, free_port, least_squares  # noqa: E402
+from bench.memory import Fit, free_port, least_squares, proc_kb, scraping  # noqa: E402
 from bench.storage_scenario import T0, config_text  # noqa: E402
 
 MINUTE_FILL = 180  # seconds of real ticks copied over the hour before T0
@@ -70,7 +68,6 @@ FILLED_FROM_US = int(T0.timestamp()) * 10**6 - HOUR_US  # the hour the daemon pa
 LIVE_FROM = T0 + timedelta(seconds=MINUTE_FILL)
 MAX_MINUTES = 64  # from the box's 00:03: stop before it packs its own first hour (01:13)
 FLAT_MB_PER_PACKING = 0.01  # a quarter of a MB a day at one packing an hour
-SCRAPE_SECONDS = 15.0
 
 
 # -- 1. the box, prepared in its own process ------------------------------------------------
@@ -206,10 +203,7 @@ def glibc_heap() -> Callable[[], tuple[float, float]]:
 
 
 def read_now(heap: Callable[[], tuple[float, float]]) -> Reading:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return Reading(time.time(), int(line.split()[1]) / 1024, *heap())
-    raise RuntimeError("no RssAnon in /proc/self/status")
+    return Reading(time.time(), proc_kb("/proc/self/status", "RssAnon"), *heap())
 
 
 def run_daemon(folder: Path, urls: list[str], minutes: float, every: float) -> list[Reading]:
@@ -235,35 +229,15 @@ def run_daemon(folder: Path, urls: list[str], minutes: float, every: float) -> l
             readings.append(read_now(heap))
             if len(readings) % 30 == 0:
                 print(f"  {(time.monotonic() - began) / 60:5.1f} min  RssAnon "
-                      f"{readings[-1].anon_mb:6.2f} MB  packings {packings(folder)}",
+                      f"{readings[-1].anon_mb:6.2f} MB  packings {len(read_marks(folder))}",
                       flush=True)  # fmt: skip
             time.sleep(every)
         daemon.request_stop()
 
-    with scraping(port):
+    with scraping(port, threading.Event()):  # bench/memory.py's: GET /metrics every 15 s
         threading.Thread(target=sample, daemon=True).start()
         daemon.serve()
     return readings
-
-
-@contextmanager
-def scraping(port: int) -> Iterator[None]:
-    stop = threading.Event()
-
-    def scrape() -> None:
-        while not stop.wait(SCRAPE_SECONDS):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                    r.read()
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=scrape, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
 
 
 @dataclass(frozen=True)
@@ -277,13 +251,6 @@ def read_marks(folder: Path) -> list[Packing]:
     log = folder / "packings.log"
     lines = log.read_text().splitlines() if log.exists() else []
     return [Packing(*map(float, line.split())) for line in lines if line]
-
-
-def packings(folder: Path) -> int:
-    try:
-        return len((folder / "packings.log").read_text().splitlines())
-    except OSError:
-        return 0
 
 
 # -- the report ----------------------------------------------------------------------------------
