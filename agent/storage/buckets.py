@@ -119,15 +119,57 @@ class MinuteRows:
     plain: list[dict[str, Any]]  # rollups rows
     histograms: dict[tuple[HistogramKey, datetime], Packed]  # one row per histogram and minute
 
+    @classmethod
+    def joined(cls, span: tuple[datetime, datetime], parts: Iterable[MinuteRows]) -> MinuteRows:
+        """The rows of batches of series rolled up apart (a histogram's buckets in one batch)."""
+        plain: list[dict[str, Any]] = []
+        histograms: dict[tuple[HistogramKey, datetime], Packed] = {}
+        for part in parts:
+            plain.extend(part.plain)
+            histograms.update(part.histograms)
+        return cls(span, plain, histograms)
+
+
+@dataclass(frozen=True, slots=True)
+class MinuteContext:
+    """What a series' minute rows read of other series: the ``_created`` values beside each
+    counter (restarts) and each target's successful scrapes (births). Taken from those few
+    series first, it lets the rollup read and roll up the other series a batch at a time."""
+
+    created: dict[tuple[str, str], dict[datetime, float]]  # (counter, labels) -> {ts: created}
+    scrapes: dict[tuple[str, str], list[datetime]]  # (host, target) -> good scrapes
+
+    @classmethod
+    def of(cls, meta: SeriesMeta, points: Points) -> MinuteContext:
+        """The context in ``points`` (the series of :func:`context_input` among them)."""
+        return cls(_created_index(meta, points), _good_scrapes(meta, points))
+
+
+def context_input(metric: str) -> bool:
+    """Whether other series' minute rows read ``metric``'s points (:class:`MinuteContext`)."""
+    return metric == TARGET_UP or metric.endswith("_created")
+
+
+def family(metric: str, labels: Mapping[str, str]) -> HistogramKey | None:
+    """The rolled-up histogram a series is a bucket of (its rows are made together), if any."""
+    return histogram_key(metric, labels)[0] if histogram_of(metric) is not None else None
+
 
 def minute_rows(
-    meta: SeriesMeta, points: Points, span: tuple[datetime, datetime], max_gap: float
+    meta: SeriesMeta,
+    points: Points,
+    span: tuple[datetime, datetime],
+    max_gap: float,
+    context: MinuteContext | None = None,
 ) -> MinuteRows:
-    """``points`` rolled up into the minute rows of [span); nothing is read or written."""
+    """``points`` rolled up into the minute rows of [span); nothing is read or written.
+    ``context``: when ``points`` are a batch of series, the context read beforehand; without
+    it, ``points`` must hold the context's series too."""
     start, end = span
     plain: list[dict[str, Any]] = []
     grouped: dict[tuple[HistogramKey, datetime], dict[str, float]] = defaultdict(dict)
-    for row in _series_rollups(meta, points, start, end, max_gap):
+    found = context or MinuteContext.of(meta, points)
+    for row in _series_rollups(meta, points, start, end, max_gap, found):
         metric, labels = meta[row["series_id"]]
         if metric in SERIES_ROLLUPS:
             plain.append(row)
@@ -383,20 +425,22 @@ def rollup_input(metric: str) -> bool:
 
 
 def _series_rollups(
-    meta: SeriesMeta, points: Points, start: datetime, end: datetime, max_gap: float
+    meta: SeriesMeta,
+    points: Points,
+    start: datetime,
+    end: datetime,
+    max_gap: float,
+    context: MinuteContext,
 ) -> Iterable[dict[str, Any]]:
-    """The minute rows of the rolled-up series (histograms per ``le`` series); every series
-    of ``meta`` is an input (``_created`` series, ``gpuwatch_target_up``)."""
-    created = _created_index(meta, points)
-    scrapes = _good_scrapes(meta, points)
-    for sid, (metric, labels) in meta.items():
-        history = points.get(sid)
+    """The minute rows of the rolled-up series in ``points`` (histograms per ``le`` series)."""
+    for sid, history in points.items():
+        metric, labels = meta[sid]
         if not history or not _rolled_up(metric):
             continue
-        births = created.get((metric, json.dumps(labels, sort_keys=True)), {})
+        births = context.created.get((metric, json.dumps(labels, sort_keys=True)), {})
         born = None
         if _is_counter(metric) and history[0][0] > start:
-            born = _birth(history[0][0], scrapes.get(_scrape_key(labels), []), max_gap)
+            born = _birth(history[0][0], context.scrapes.get(_scrape_key(labels), []), max_gap)
         yield from _buckets(sid, metric, history, births, start, end, born)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -29,6 +29,8 @@ from agent.storage.buckets import (
     HOUR,
     MINUTE,
     TARGET_UP,
+    MinuteContext,
+    MinuteRows,
     Point,
     Points,
     SeriesMeta,
@@ -45,6 +47,7 @@ from agent.storage.buckets import (
     write_minute_rows,
 )
 from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
+from agent.storage.minute_batches import BATCH_POINTS, minute_batches
 from migrations.schema import (
     collector_runs,
     gpu_allocations,
@@ -144,6 +147,8 @@ class Rollup:
     # How far back a tick's alert inputs read raw samples (agent.alerting.inputs.raw_reach):
     # packed sooner, each read decoded every series' whole hour to keep minutes of it.
     head_reach: timedelta = timedelta(0)
+    # Points the minute job reads and holds at once (agent.storage.minute_batches).
+    batch_points: int = BATCH_POINTS
 
     @classmethod
     def from_config(
@@ -253,40 +258,65 @@ class Rollup:
 
     def _minutes(self, conn: Connection, start: datetime, end: datetime) -> int:
         meta = self._series(conn)
-        gap = timedelta(seconds=self.max_gap)
         # Only the series that rows are made from are read: at 1 s ticks, reading all of a
         # box's series was a 15 MB peak each minute that Python's allocator kept for good.
         inputs = [sid for sid, (metric, _) in meta.items() if self._reads(metric)]
-        # From the observation that opens the first interval to the one that closes the last.
-        points = self._points(conn, inputs, start - gap, end + gap)
         # Everything is computed before the first write. SQLite (WAL) reads without its lock but
         # has one writer, from a transaction's first write to its commit: at 1 s ticks, rows
         # computed between writes kept a tick's write waiting past its deadline (bench/memory.py).
         # Only the metrics of agent/storage/rolled_up.py get rows.
-        write = self._minute_writes(meta, points, (start, end))
-        # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
-        carried = carried_rows(points, end - gap)
-        del points  # a minute of a box's points: not held through the writes
+        write, carried = self._batched_writes(conn, meta, inputs, (start, end))
         write(conn)
-        self._carry_forward(conn, carried, end - gap)
+        # The next run starts at ``end`` and reads from ``end - gap``: its baselines are known now.
+        self._carry_forward(conn, carried, end - timedelta(seconds=self.max_gap))
         return int((end - start).total_seconds() // MINUTE)
+
+    def _batched_writes(
+        self, conn: Connection, meta: SeriesMeta, inputs: list[int], span: tuple[datetime, datetime]
+    ) -> tuple[Write, list[dict[str, Any]]]:
+        """The minute rows and ledger of [span) (as :meth:`_minute_writes`) and the next run's
+        baselines, computed a batch of series at a time (agent.storage.minute_batches): the
+        job holds one batch's points at once, not the box's."""
+        start, end = span
+        gap = timedelta(seconds=self.max_gap)
+        # From the observation that opens the first interval to the one that closes the last.
+        window = (start - gap, end + gap)
+        baselines = self._baselines(conn, inputs, window[0])
+        per_series = (window[1] - window[0]).total_seconds() / self.interval_seconds + 1
+        parts: list[MinuteRows] = []
+        carried: list[dict[str, Any]] = []
+        context, metered = None, None
+        for batch in minute_batches(meta, inputs, per_series, self._metered, self.batch_points):
+            points = self._points(conn, batch.ids, *window, baselines) if batch.ids else {}
+            context = context or MinuteContext.of(meta, points)  # the first batch holds its series
+            parts.append(minute_rows(meta, points, span, self.max_gap, context))
+            carried += carried_rows(points, end - gap)
+            if batch.metered and self.meter is not None:
+                metered = self.meter.minutes(meta, points, span, self.max_gap)
+            del points  # before the next batch's are read
+        return self._writes(meta, MinuteRows.joined(span, parts), metered), carried
 
     def _minute_writes(
         self, meta: SeriesMeta, points: Points, span: tuple[datetime, datetime]
     ) -> Write:
-        """The minute rows and the ledger of [span), computed now; the returned writes replace
-        their old rows (computed before any write: see buckets.MinuteRows)."""
-        rows = minute_rows(meta, points, span, self.max_gap)
+        """The minute rows and the ledger of [span), computed now from ``points`` (all the
+        series' at once); the returned writes replace their old rows (computed before any
+        write: see buckets.MinuteRows)."""
         metered = (
             None if self.meter is None else self.meter.minutes(meta, points, span, self.max_gap)
         )
+        return self._writes(meta, minute_rows(meta, points, span, self.max_gap), metered)
 
+    def _writes(self, meta: SeriesMeta, rows: MinuteRows, metered: Write | None) -> Write:
         def write(conn: Connection) -> None:
             write_minute_rows(conn, self.host, meta, rows)
             if metered is not None:
                 metered(conn)
 
         return write
+
+    def _metered(self, metric: str) -> bool:
+        return self.meter is not None and self.meter.reads(metric)
 
     def _reads(self, metric: str) -> bool:
         return rollup_input(metric) or (self.meter is not None and self.meter.reads(metric))
@@ -301,14 +331,22 @@ class Rollup:
         return select(series.c.id).where(series.c.host == self.host)
 
     def _points(
-        self, conn: Connection, ids: list[int], start: datetime, end: datetime
+        self,
+        conn: Connection,
+        ids: list[int],
+        start: datetime,
+        end: datetime,
+        baselines: Mapping[int, Point] | None = None,
     ) -> dict[int, list[Point]]:
         """These series' points in (start, end], each after its baseline: its last point at or
-        before ``start``. Only this host's rows are read, through the (series, time) key, so a
-        run costs its own new data whatever the history or the number of hosts."""
+        before ``start`` (``baselines``, when read already for more series). Only this host's
+        rows are read, through the (series, time) key, so a run costs its own new data
+        whatever the history or the number of hosts."""
         out: dict[int, list[Point]] = defaultdict(list)
-        for sid, point in self._baselines(conn, ids, start).items():
-            out[sid].append(point)
+        found = self._baselines(conn, ids, start) if baselines is None else baselines
+        for sid in ids:
+            if sid in found:
+                out[sid].append(found[sid])
         for sid, history in raw.read(conn, ids, start, end).items():
             out[sid].extend(history)
         return out
