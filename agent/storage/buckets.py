@@ -35,13 +35,13 @@ from sqlalchemy import (
 )
 
 from agent.storage.db import insert_ignoring_conflicts
+from agent.storage.minute_context import CREATED_OF, TARGET_UP, MinuteContext, scrape_key
 from agent.storage.rolled_up import HISTOGRAM_ROLLUPS, SERIES_ROLLUPS, histogram_of
 from migrations.schema import histogram_layouts, histogram_rollups, rollups, series
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
 # Each coarser resolution is merged from the one below it.
 FINER = {HOUR: MINUTE, DAY: HOUR}
-TARGET_UP = "gpuwatch_target_up"
 COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 HISTOGRAM_COLLECTOR = "rollup"  # the collector of a histogram's own series: the rollup made it
 
@@ -128,26 +128,6 @@ class MinuteRows:
             plain.extend(part.plain)
             histograms.update(part.histograms)
         return cls(span, plain, histograms)
-
-
-@dataclass(frozen=True, slots=True)
-class MinuteContext:
-    """What a series' minute rows read of other series: the ``_created`` values beside each
-    counter (restarts) and each target's successful scrapes (births). Taken from those few
-    series first, it lets the rollup read and roll up the other series a batch at a time."""
-
-    created: dict[tuple[str, str], dict[datetime, float]]  # (counter, labels) -> {ts: created}
-    scrapes: dict[tuple[str, str], list[datetime]]  # (host, target) -> good scrapes
-
-    @classmethod
-    def of(cls, meta: SeriesMeta, points: Points) -> MinuteContext:
-        """The context in ``points`` (the series of :func:`context_input` among them)."""
-        return cls(_created_index(meta, points), _good_scrapes(meta, points))
-
-
-def context_input(metric: str) -> bool:
-    """Whether other series' minute rows read ``metric``'s points (:class:`MinuteContext`)."""
-    return metric == TARGET_UP or metric.endswith("_created")
 
 
 def family(metric: str, labels: Mapping[str, str]) -> HistogramKey | None:
@@ -406,10 +386,6 @@ def _is_counter(metric: str) -> bool:
     return metric.endswith(COUNTER_SUFFIXES)
 
 
-# The series a ``_created`` series dates: its counter, or its histogram's parts.
-_CREATED_OF = ("_total", "_bucket", "_count", "_sum")
-
-
 def _rolled_up(metric: str) -> bool:
     return metric in SERIES_ROLLUPS or histogram_of(metric) is not None
 
@@ -421,7 +397,7 @@ def rollup_input(metric: str) -> bool:
     if _rolled_up(metric) or metric == TARGET_UP:
         return True
     base = metric.removesuffix("_created")
-    return base != metric and any(_rolled_up(base + s) for s in _CREATED_OF)
+    return base != metric and any(_rolled_up(base + s) for s in CREATED_OF)
 
 
 def _series_rollups(
@@ -440,21 +416,8 @@ def _series_rollups(
         births = context.created.get((metric, json.dumps(labels, sort_keys=True)), {})
         born = None
         if _is_counter(metric) and history[0][0] > start:
-            born = _birth(history[0][0], context.scrapes.get(_scrape_key(labels), []), max_gap)
+            born = _birth(history[0][0], context.scrapes.get(scrape_key(labels), []), max_gap)
         yield from _buckets(sid, metric, history, births, start, end, born)
-
-
-def _scrape_key(labels: Mapping[str, str]) -> tuple[str, str]:
-    return labels.get("host", ""), labels.get("target", "")
-
-
-def _good_scrapes(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], list[datetime]]:
-    """When each target was scraped successfully, from its gpuwatch_target_up series."""
-    out: dict[tuple[str, str], list[datetime]] = {}
-    for sid, (metric, labels) in meta.items():
-        if metric == TARGET_UP:
-            out[_scrape_key(labels)] = [ts for ts, up in points.get(sid, []) if up]
-    return out
 
 
 def _birth(first: datetime, good: Sequence[datetime], max_gap: float) -> Point | None:
@@ -466,22 +429,6 @@ def _birth(first: datetime, good: Sequence[datetime], max_gap: float) -> Point |
     """
     before = [ts for ts in good if ts < first and (first - ts).total_seconds() <= max_gap]
     return (max(before), 0.0) if before else None
-
-
-def _created_index(
-    meta: SeriesMeta, points: Points
-) -> dict[tuple[str, str], dict[datetime, float]]:
-    """(counter metric, labels) -> {ts: created} from the ``_created`` series beside it."""
-    out: dict[tuple[str, str], dict[datetime, float]] = {}
-    for sid, (metric, labels) in meta.items():
-        if not metric.endswith("_created"):
-            continue
-        base = metric.removesuffix("_created")
-        births = dict(points.get(sid, []))
-        key_labels = json.dumps(labels, sort_keys=True)
-        for name in (base + suffix for suffix in _CREATED_OF):
-            out[(name, key_labels)] = births
-    return out
 
 
 def _buckets(

@@ -8,7 +8,7 @@ so the peak became the daemon's level (bench/memory.py, BENCHMARKS.md).
 
 A series' rows read other series in three ways, so those go together:
 - the ``_created`` series and ``gpuwatch_target_up`` (restarts and births) are read first,
-  in a batch of their own, and handed to every batch (``buckets.MinuteContext``);
+  in a batch of their own, and handed to every batch (``minute_context.MinuteContext``);
 - the cost ledger reads the metered series together (one GPU's readings across metrics);
 - a histogram's ``_bucket`` series make one row together.
 """
@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from agent.storage.buckets import SeriesMeta, context_input, family
+from agent.storage.buckets import SeriesMeta, family
+from agent.storage.minute_context import context_input
 
 # Points per batch: about 0.5 MB of Python objects (a point is ~90 bytes). At 10 s ticks a
 # box's inputs fit in one or two batches; at 1 s ticks a minute takes about ten.

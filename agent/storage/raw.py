@@ -334,3 +334,12 @@ def _chunk_row(
         data = encode(merged)
         stamps = array("q", (ts for ts, _ in merged))
     return {"series_id": sid, "start": from_micros(start), "count": len(stamps), "data": data}
+
+
+def clipped(points: list[Point], low: datetime, high: datetime) -> list[Point]:
+    """The points in (low, high] after their baseline, the last point at or before ``low``:
+    what a window (low, high] counts, as agent.storage.windows reads it (the interval that
+    ends at the first point after ``low`` is the window's)."""
+    inside = [p for p in points if low < p[0] <= high]
+    before = [p for p in points if p[0] <= low][-1:]
+    return before + inside

@@ -29,7 +29,6 @@ from agent.storage.buckets import (
     HOUR,
     MINUTE,
     TARGET_UP,
-    MinuteContext,
     MinuteRows,
     Point,
     Points,
@@ -48,9 +47,10 @@ from agent.storage.buckets import (
 )
 from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
 from agent.storage.minute_batches import BATCH_POINTS, minute_batches
+from agent.storage.minute_context import MinuteContext
+from agent.storage.retention import trim_host
 from migrations.schema import (
     collector_runs,
-    gpu_allocations,
     gpu_usage,
     histogram_rollups,
     rollup_carry,
@@ -417,7 +417,7 @@ class Rollup:
         inputs = [sid for sid, (metric, _) in meta.items() if self._reads(metric)]
         points: Points = self._points(conn, inputs, start - gap, end + gap)
         if clip is not None:
-            points = {sid: _clipped(ps, *clip) for sid, ps in points.items()}
+            points = {sid: raw.clipped(ps, *clip) for sid, ps in points.items()}
             if not any(start <= p[0] < end for ps in points.values() for p in ps):
                 return False
         self._minute_writes(meta, points, (start, end))(conn)
@@ -488,51 +488,5 @@ class Rollup:
     # -- retention ----------------------------------------------------------------------------
 
     def _retention(self, conn: Connection, now: datetime) -> None:
-        host_series = select(series.c.id).where(series.c.host == self.host)
-        raw.trim(conn, host_series, now - self.raw_retention)
-        conn.execute(
-            delete(collector_runs).where(
-                collector_runs.c.host == self.host, collector_runs.c.ts < now - self.raw_retention
-            )
-        )
-        trim_rollups(conn, self.host, now, self.minute_retention, self.hour_retention)
-
-
-def _clipped(points: list[Point], low: datetime, high: datetime) -> list[Point]:
-    """The points in (low, high] after their baseline, the last point at or before ``low``:
-    what a window (low, high] counts, as agent.storage.windows reads it (the interval that
-    ends at the first point after ``low`` is the window's)."""
-    inside = [p for p in points if low < p[0] <= high]
-    before = [p for p in points if p[0] <= low][-1:]
-    return before + inside
-
-
-def trim_rollups(
-    conn: Connection, host: str, now: datetime, minute_keep: timedelta, hour_keep: timedelta
-) -> None:
-    """Retention of ``host``'s rollup and ledger rows. The central database of a fleet trims
-    each host's forwarded rows with the same call (agent/storage/forward/job.py). Day rows are
-    kept as long as hour rows: they answer the same months, 24 times cheaper. A day row goes
-    once its whole day is past the hours' cutoff: a window over the cutoff's own day reads the
-    day row, so dropping it with the day's first hours would lose the rest of that day."""
-    host_series = select(series.c.id).where(series.c.host == host)
-    cutoffs = (
-        (MINUTE, now - minute_keep),
-        (HOUR, now - hour_keep),
-        (DAY, day_floor(now - hour_keep)),
-    )
-    for resolution, cutoff in cutoffs:
-        for rolled in (rollups, histogram_rollups):  # through the key, series by series
-            conn.execute(
-                delete(rolled).where(
-                    rolled.c.series_id.in_(host_series),
-                    rolled.c.resolution == resolution,
-                    rolled.c.start < cutoff,
-                )
-            )
-        for table in (gpu_usage, gpu_allocations):
-            conn.execute(
-                delete(table).where(
-                    table.c.host == host, table.c.resolution == resolution, table.c.start < cutoff
-                )
-            )
+        keep = (self.raw_retention, self.minute_retention, self.hour_retention)
+        trim_host(conn, self.host, now, *keep)

@@ -36,7 +36,8 @@ from agent.storage.forward.streams import (
     referenced,
     state_keys,
 )
-from agent.storage.rollup import JOBS, trim_rollups
+from agent.storage.retention import trim_rollups
+from agent.storage.rollup import JOBS
 from migrations.runner import SchemaError, assert_at_head
 from migrations.schema import forward_state, rollup_state
 
