@@ -23,7 +23,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP  := $(VENV)/.installed-run
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
-PACKAGE_FILES := $(shell find agent collectors alerts migrations -not -path '*/__pycache__*')
+PACKAGE_FILES := $(shell find agent foundation collectors alerts migrations -not -path '*/__pycache__*')
 FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # pytest-xdist workers: one more than the cores, because many tests spend seconds waiting on a
 # daemon, a server or PostgreSQL they started, and a waiting worker leaves its core idle. A test
@@ -84,8 +84,8 @@ prometheus-tools:
 	fi
 
 lint: $(TEST_STAMP)
-	$(VENV)/bin/ruff check agent collectors alerts migrations tests bench
-	$(VENV)/bin/ruff format --check agent collectors alerts migrations tests bench
+	$(VENV)/bin/ruff check agent foundation collectors alerts migrations tests bench
+	$(VENV)/bin/ruff format --check agent foundation collectors alerts migrations tests bench
 
 typecheck: $(TEST_STAMP)
 	$(VENV)/bin/mypy

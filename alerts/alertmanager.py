@@ -19,7 +19,7 @@ import httpx
 from alerts.dedup import Notification
 from alerts.model import AlertState
 from alerts.notify import SendResult, alert_labels, http_url, post_json, rfc3339, starts_at
-from collectors.redact import redact_url
+from foundation.redact import redact_url
 
 API_PATH = "/api/v2/alerts"
 # Prometheus' --rules.alert.resend-delay default.

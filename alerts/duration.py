@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 # Largest first: the order the grammar demands and the one ``format_duration`` writes.
 _UNIT_SECONDS = {

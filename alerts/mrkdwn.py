@@ -6,7 +6,7 @@ Apart from :mod:`alerts.slack` so that the digest's pure formatting does not imp
 
 from __future__ import annotations
 
-from collectors.printable import printable
+from foundation.printable import printable
 
 # Slack's documented limits: a section's text, a message's text, blocks per message.
 SECTION_LIMIT = 3000

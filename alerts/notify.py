@@ -26,8 +26,8 @@ import httpx
 from alerts.dedup import Notification
 from alerts.inhibit import ALERTNAME
 from alerts.model import AlertState
-from collectors.base import GpuwatchError
-from collectors.retry import parse_retry_after
+from foundation.errors import GpuwatchError
+from foundation.retry import parse_retry_after
 
 REDACTED = "<redacted>"
 SEVERITY_LABEL = "severity"

@@ -33,7 +33,7 @@ from alerts.notify import (
     status_result,
     url_secrets,
 )
-from collectors.retry import parse_retry_after
+from foundation.retry import parse_retry_after
 
 __all__ = ["BLOCK_LIMIT", "SECTION_LIMIT", "TEXT_LIMIT", "SlackMessage", "SlackNotifier",
            "cut_escaped", "escape", "render"]  # fmt: skip

@@ -25,9 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.sim import EngineServer, Traffic, render  # noqa: E402
-from collectors.engines import read_by_a_mapper  # noqa: E402
+from agent.sim.render import render  # noqa: E402
+from agent.sim.server import EngineServer  # noqa: E402
+from agent.sim.traffic import Traffic  # noqa: E402
 from collectors.engines.exposition import Exposition  # noqa: E402
+from collectors.engines.registry import read_by_a_mapper  # noqa: E402
 from collectors.limits import ScrapeLimits  # noqa: E402
 from tests.cli_peak import run_with_peak  # noqa: E402
 

@@ -66,7 +66,8 @@ from typing import TextIO
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.sim import Traffic, content_type, render  # noqa: E402
+from agent.sim.render import content_type, render  # noqa: E402
+from agent.sim.traffic import Traffic  # noqa: E402
 from bench.tick import fake_library, hardware  # noqa: E402
 from tests.fakenvml.build import write_config  # noqa: E402
 

@@ -147,7 +147,8 @@ def with_lock(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) ->
 
 def serve_engines() -> None:
     """The box's 2 targets; each completes a request and moves its gauges every second."""
-    from agent.sim import EngineServer, Traffic
+    from agent.sim.server import EngineServer
+    from agent.sim.traffic import Traffic
     from bench import storage_sim
     from bench.storage_scenario import ENGINES, HOST, MODELS, TARGETS, VERSION, drive
 

@@ -46,7 +46,7 @@ from agent.config.settings import BudgetConfig, Config  # noqa: E402
 from agent.cost.summarize import summarize  # noqa: E402
 from agent.reporting.build import build_report  # noqa: E402
 from agent.reporting.period import month_period  # noqa: E402
-from agent.reporting.render import render  # noqa: E402
+from agent.reporting.render.dispatch import render  # noqa: E402
 from agent.storage.db import open_database, upgrade_database  # noqa: E402
 from bench.cost import T0, build_fleet, rate_card  # noqa: E402
 from bench.timing import ms, timed  # noqa: E402

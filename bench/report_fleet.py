@@ -58,7 +58,7 @@ from agent.cost.summarize import summarize  # noqa: E402
 from agent.reporting.build import build_report  # noqa: E402
 from agent.reporting.model import Report  # noqa: E402
 from agent.reporting.period import month_period  # noqa: E402
-from agent.reporting.render import render  # noqa: E402
+from agent.reporting.render.dispatch import render  # noqa: E402
 from agent.storage.db import open_database  # noqa: E402
 from bench.pg import drop_database, fresh_database  # noqa: E402
 from bench.report_fleet_clone import CloneSpec, Template, check, clone, row_counts  # noqa: E402

@@ -31,7 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from agent.config.settings import load_config  # noqa: E402
 from agent.daemon.app import App  # noqa: E402
-from agent.sim import Traffic, content_type, render  # noqa: E402
+from agent.sim.render import content_type, render  # noqa: E402
+from agent.sim.traffic import Traffic  # noqa: E402
 from agent.storage.db import upgrade_database  # noqa: E402
 from bench.timing import ms, timed  # noqa: E402
 from collectors.engines import vllm  # noqa: E402

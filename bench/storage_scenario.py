@@ -29,7 +29,8 @@ from agent.config.settings import Config, load_config
 from agent.daemon.app import App
 from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.service import ROLLUP_SECONDS
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from bench import storage_sim
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
 

@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO))
 from agent.daemon.app import App  # noqa: E402
 from bench.storage import load_fake_nvml  # noqa: E402
 from bench.storage_scenario import Checkpoint, Run, run_box  # noqa: E402
-from collectors.engines import read_by_a_mapper  # noqa: E402
 from collectors.engines.exposition import Exposition  # noqa: E402
+from collectors.engines.registry import read_by_a_mapper  # noqa: E402
 from collectors.scrape import ACCEPT, ScrapeCollector  # noqa: E402
 
 RATIO_TARGET = 3.0

@@ -1,6 +1,6 @@
-"""The collector contract: samples, the Collector protocol and the error tree.
+"""The collector contract: samples, the Collector protocol and a collector's errors.
 
-Error hierarchy (lowest layer, so every package can share it)::
+Error hierarchy (the root is :mod:`foundation.errors`, shared by every package)::
 
     GpuwatchError
      +-- CollectError        a collector could not produce its samples this round
@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-
-class GpuwatchError(Exception):
-    """Root of gpuwatch's own exceptions."""
+from foundation.errors import GpuwatchError
 
 
 class CollectError(GpuwatchError):

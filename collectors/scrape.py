@@ -18,11 +18,11 @@ from functools import cache
 import httpx
 
 from collectors.base import CollectError, Sample
-from collectors.engines import ENGINES, Engine, detect, read_by_a_mapper
 from collectors.engines.exposition import Exposition, ExpositionError
+from collectors.engines.registry import ENGINES, Engine, detect, read_by_a_mapper
 from collectors.engines.rules import Context
 from collectors.limits import LimitExceeded, NewSeries, ScrapeLimits
-from collectors.redact import redact_url, redact_urls
+from foundation.redact import redact_url, redact_urls
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 # Engines speak the classic text format; asking for it keeps vLLM <= 0.8.0 and SGLang from

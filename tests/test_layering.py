@@ -1,9 +1,11 @@
 """The layering of DESIGN.md, enforced.
 
-Top level: collectors and migrations import nothing internal, alerts imports only collectors,
-and nothing imports agent. Inside agent, every subpackage is a room with one concern, and data
-flows one way through them (collect, store, compute cost, alert, report, run, command): a room
-imports only rooms before it in ``ROOMS``. A new room must be placed in that order here, so the
+Top level: foundation (the ground every package stands on: the error type, printable text,
+URL redaction, the retry policy) imports nothing internal; collectors and migrations import only
+foundation; alerts imports foundation and collectors; nothing imports agent. Inside agent,
+every subpackage is a room with one concern, and data flows one way through them (collect,
+store, compute cost, alert, report, run, command): a room imports only rooms before it in
+``ROOMS``. A new room must be placed in that order here, so the
 folder list keeps reading as the architecture (docs/architecture.md says what each one holds).
 """
 
@@ -16,11 +18,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "collectors", "alerts", "migrations")
+PACKAGES = ("agent", "foundation", "collectors", "alerts", "migrations")
 ALLOWED = {
-    "collectors": {"collectors"},
-    "migrations": {"migrations"},
-    "alerts": {"alerts", "collectors"},
+    "foundation": {"foundation"},
+    "collectors": {"foundation", "collectors"},
+    "migrations": {"foundation", "migrations"},
+    "alerts": {"foundation", "alerts", "collectors"},
     "agent": set(PACKAGES),
 }
 # agent's rooms, in the direction data flows: each may import the rooms before it, never after.

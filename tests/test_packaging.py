@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "collectors", "alerts", "migrations")
+PACKAGES = ("agent", "foundation", "collectors", "alerts", "migrations")
 DATA_FILES = {
     "migrations/script.py.mako",  # Alembic's template for new revisions
     "agent/sim/fakenvml/fakenvml.c",  # `gpuwatch demo` compiles it

@@ -35,7 +35,7 @@ from alerts.notify import Notifier, SendResult
 from alerts.rules import RuleSpec
 from alerts.silence import Silence
 from alerts.webhook import WebhookNotifier
-from collectors.retry import Backoff
+from foundation.retry import Backoff
 
 log = logging.getLogger(__name__)
 

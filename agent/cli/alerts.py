@@ -19,8 +19,8 @@ from alerts.duration import DurationError, format_duration, parse_duration
 from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
 from alerts.model import AlertKey, AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matchers, silenced_by
-from collectors.base import GpuwatchError
-from collectors.printable import printable
+from foundation.errors import GpuwatchError
+from foundation.printable import printable
 
 if TYPE_CHECKING:
     from agent.config.settings import Config

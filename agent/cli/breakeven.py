@@ -43,7 +43,7 @@ from agent.cost.breakeven import (
 from agent.cost.sizing import TARGET_UTILIZATION
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 if TYPE_CHECKING:
     from agent.cost.measured import Measured

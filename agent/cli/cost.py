@@ -11,7 +11,7 @@ from agent.cli import cost_teams, focus_import
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
-from collectors.printable import printable
+from foundation.printable import printable
 
 if TYPE_CHECKING:
     from agent.config.settings import Config

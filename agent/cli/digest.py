@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agent.reporting import json_text
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 if TYPE_CHECKING:
     from agent.config.settings import Config

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agent.cli.report import add_period_arguments, choose_period
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 if TYPE_CHECKING:
     from agent.config.settings import Config

@@ -24,7 +24,7 @@ def expected(exc: Exception, config_path: str | None) -> tuple[int, str] | None:
     from sqlalchemy.exc import OperationalError
 
     from agent.config.settings import ConfigError
-    from collectors.base import GpuwatchError
+    from foundation.errors import GpuwatchError
     from migrations.runner import SchemaError
 
     if isinstance(exc, ConfigError):
@@ -43,7 +43,7 @@ def unreachable(config_path: str | None, exc: Exception) -> str:
     from sqlalchemy.engine import make_url
 
     from agent.config.settings import load_config
-    from collectors.redact import redact_url
+    from foundation.redact import redact_url
 
     config = load_config(config_path)
     key = "GPUWATCH_DATABASE_URL" if os.environ.get("GPUWATCH_DATABASE_URL") else "database_url"

@@ -200,8 +200,8 @@ def _said_below(record: logging.LogRecord) -> bool:
 def _error_text(error: str | None) -> str:
     """A collector's error as the terminal shows it: a URL in it (a target's, a redirect's)
     without its credentials, and no control character from a hostile answer."""
-    from collectors.printable import printable
-    from collectors.redact import redact_urls
+    from foundation.printable import printable
+    from foundation.redact import redact_urls
 
     return printable(redact_urls(error or "unknown error"))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.reporting.formats import DAILY_FORMATS, FORMATS
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     # command line), and they are megabytes of its memory (bench/memory.py).
     from agent.cli.report_filters import check_filters
     from agent.reporting.build import build_report
-    from agent.reporting.render import render
+    from agent.reporting.render.dispatch import render
     from agent.storage.db import open_database
 
     period = choose_period(args, now, config.timezone)

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from collectors.base import GpuwatchError
-from collectors.printable import printable
+from foundation.errors import GpuwatchError
+from foundation.printable import printable
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from collectors.base import CollectError, Collector, NoData, Sample
-from collectors.redact import redact_urls
 from collectors.values import checked
+from foundation.redact import redact_urls
 
 log = logging.getLogger(__name__)
 

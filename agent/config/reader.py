@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from agent.config.secret import Secret
 from alerts.duration import DurationError, format_duration, parse_duration
-from collectors.redact import redact_url
+from foundation.redact import redact_url
 
 # The longest duration any setting takes (retention included): a century. Longer is a typo, and
 # a century keeps every cutoff (now minus it) far inside what datetimes and SQL timestamps hold.

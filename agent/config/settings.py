@@ -40,11 +40,11 @@ from agent.config.rates import Rate, parse_rates
 from agent.config.reader import Reader, shown
 from agent.config.secret import Secret
 from agent.config.spool import SpoolConfig, parse_spool, state_directory
-from collectors.base import GpuwatchError
 from collectors.billing.registry import PROVIDERS
 from collectors.limits import LIMIT_KEYS, ScrapeLimits
-from collectors.printable import printable
-from collectors.redact import redact_url
+from foundation.errors import GpuwatchError
+from foundation.printable import printable
+from foundation.redact import redact_url
 
 DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
 DEFAULT_LISTEN = "127.0.0.1:9877"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config.reader import Reader, shown
-from collectors.printable import printable
+from foundation.printable import printable
 
 UNLABELLED = "(unlabelled)"
 LABEL_KEYS = ("team", "project")

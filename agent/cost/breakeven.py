@@ -34,7 +34,7 @@ from agent.cost.sizing import (
     pods_needed,
     right_sized_crossover,
 )
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 SECONDS_PER_HOUR = Decimal(3600)
 SECONDS_PER_DAY = Decimal(86400)

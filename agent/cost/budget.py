@@ -24,7 +24,7 @@ from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.split import Split
 from agent.cost.summarize import Line, metered_usd, summarize
-from agent.cost.team_budget import team_inputs
+from agent.cost.team_budget import team_spends
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from migrations.schema import gpu_usage
 
@@ -171,7 +171,30 @@ def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
         burn_usd=burn_usd,
         burn_seconds=burn_seconds,
     )
-    return replace(fleet, teams=team_inputs(engine, config, fleet, burn_start))
+    return replace(fleet, teams=_teams(engine, config, fleet, burn_start))
+
+
+def _teams(
+    engine: Engine, config: Config, fleet: BudgetInputs, burn_start: datetime
+) -> tuple[BudgetInputs, ...]:
+    """Each ``[[budget.teams]]`` team's figures: the fleet's, scoped to the team's cost."""
+    end = fleet.now.replace(second=0, microsecond=0)
+    has_burn = fleet.burn_seconds > 0
+    spends = team_spends(engine, config, fleet.month_start, burn_start if has_burn else None, end)
+    return tuple(
+        replace(
+            fleet,
+            team=t.team,
+            budget_usd=t.budget_usd,
+            metered_usd=t.metered_usd,
+            billed_usd=None,
+            burn_usd=t.burn_usd,
+            hourly_usd=(),
+            models=(),
+            teams=(),
+        )
+        for t in spends
+    )
 
 
 def _seconds(rules: Mapping[str, RuleSpec], rule: str, name: str) -> float:

@@ -20,7 +20,7 @@ from decimal import Decimal
 
 from agent.config.settings import Config
 from agent.cost.breakeven import Workload, hours
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 HOUR = 3600.0
 

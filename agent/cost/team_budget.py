@@ -4,17 +4,16 @@ A team's spend is what the cost ledger allocated to its targets (``gpu_allocatio
 from :mod:`agent.config.teams`): metered only, because providers bill accounts, not teams. Its
 month-end forecast is the fleet's rule on the team's own pace: the team's cost over the fleet's
 burn window (the last day, from the first priced minute of it) over that window's metered
-stretch. Each team's figures are a :class:`~agent.cost.budget.BudgetInputs` with ``team`` set,
+stretch. :mod:`agent.cost.budget` makes each team's figures a ``BudgetInputs`` with ``team`` set,
 so the threshold and forecast rules (:mod:`agent.alerting.budget_rules`) judge a team exactly
 as they judge the fleet, under a ``team`` label.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, func, select
 
@@ -22,9 +21,6 @@ from agent.config.settings import Config
 from agent.cost.split import Split
 from agent.cost.teams import TargetKey, team_costs
 from migrations.schema import gpu_allocations
-
-if TYPE_CHECKING:
-    from agent.cost.budget import BudgetInputs
 
 
 def target_costs(engine: Engine, start: datetime, end: datetime) -> dict[TargetKey, Decimal]:
@@ -41,31 +37,40 @@ def target_costs(engine: Engine, start: datetime, end: datetime) -> dict[TargetK
     return {(host, target): Decimal(0) + (cost or Decimal(0)) for host, target, cost in rows}
 
 
-def team_inputs(
-    engine: Engine, config: Config, fleet: BudgetInputs, burn_start: datetime
-) -> tuple[BudgetInputs, ...]:
-    """Each ``[[budget.teams]]`` team's budget figures beside the ``fleet``'s; ``burn_start``:
-    where the fleet's burn window starts (its pace is the team's cost since then)."""
+@dataclass(frozen=True, slots=True)
+class TeamSpend:
+    """One budgeted team's month-to-date cost and its cost over the fleet's burn window."""
+
+    team: str
+    budget_usd: Decimal | None
+    metered_usd: Decimal
+    burn_usd: Decimal
+
+
+def team_spends(
+    engine: Engine,
+    config: Config,
+    month_start: datetime,
+    burn_start: datetime | None,
+    end: datetime,
+) -> tuple[TeamSpend, ...]:
+    """Each ``[[budget.teams]]`` team's cost since ``month_start`` and since ``burn_start``
+    (where the fleet's burn window starts: the team's pace is its cost since then; None when
+    the fleet has no metered time in it), up to ``end``."""
     budgets = config.budget.teams
     if not budgets:
         return ()
-    end = fleet.now.replace(second=0, microsecond=0)
-    month = team_costs(config.labels, target_costs(engine, fleet.month_start, end))
+    month = team_costs(config.labels, target_costs(engine, month_start, end))
     burn = {}
-    if fleet.burn_seconds > 0:
+    if burn_start is not None:
         burn = team_costs(config.labels, target_costs(engine, burn_start, end))
     zero = Decimal(0)
     return tuple(
-        replace(
-            fleet,
+        TeamSpend(
             team=b.team,
             budget_usd=b.monthly_usd,
             metered_usd=month.get(b.team, zero),
-            billed_usd=None,
             burn_usd=burn.get(b.team, zero),
-            hourly_usd=(),
-            models=(),
-            teams=(),
         )
         for b in budgets
     )

@@ -38,7 +38,7 @@ from agent.daemon.outage import OutageLog
 from agent.daemon.sdnotify import SdNotifier
 from agent.daemon.ticker import Ticker
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from pathlib import Path
 from agent.demo.scenario import DemoHost
 from agent.sim.fakenvml.build import LIB_NAME, SOURCE, build, find_header_dir
 from agent.sim.fakenvml.hardware import FakeGpu, FakeNvmlConfig, GiB, write_config
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 CONFIG_ENV = "FAKE_NVML_CONFIG"
 

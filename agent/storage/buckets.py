@@ -36,6 +36,7 @@ from sqlalchemy import (
 
 from agent.storage.db import insert_ignoring_conflicts
 from agent.storage.minute_context import CREATED_OF, TARGET_UP, MinuteContext, scrape_key
+from agent.storage.points import Point, Points, SeriesMeta
 from agent.storage.rolled_up import HISTOGRAM_ROLLUPS, SERIES_ROLLUPS, histogram_of
 from migrations.schema import histogram_layouts, histogram_rollups, rollups, series
 
@@ -45,9 +46,6 @@ FINER = {HOUR: MINUTE, DAY: HOUR}
 COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 HISTOGRAM_COLLECTOR = "rollup"  # the collector of a histogram's own series: the rollup made it
 
-Point = tuple[datetime, float]
-SeriesMeta = Mapping[int, tuple[str, dict[str, str]]]  # series id -> (metric, labels)
-Points = Mapping[int, list[Point]]  # series id -> its points, oldest first
 HistogramKey = tuple[str, str]  # (base metric, canonical labels without "le")
 Packed = tuple[str, str]  # a histogram row's (bounds, increases), as stored
 

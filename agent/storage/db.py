@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.engine import create_engine as sa_create_engine
 
 from agent.config.spool import sqlite_file
-from collectors.redact import redact_url
+from foundation.redact import redact_url
 from migrations.runner import assert_at_head, upgrade_to_head
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, text
 
 from agent.storage.db import is_sqlite, sqlite_path
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 DEMO_APPLICATION_ID = 0x67776D6F  # "gwmo": gpuwatch demo
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from agent.storage.buckets import SeriesMeta, family
+from agent.storage.buckets import family
 from agent.storage.minute_context import context_input
+from agent.storage.points import SeriesMeta
 
 # Points per batch: about 0.5 MB of Python objects (a point is ~90 bytes). At 10 s ticks a
 # box's inputs fit in one or two batches; at 1 s ticks a minute takes about ten.

@@ -12,10 +12,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # buckets imports this module: its aliases are only annotations here
-    from agent.storage.buckets import Points, SeriesMeta
+from agent.storage.points import Points, SeriesMeta
 
 TARGET_UP = "gpuwatch_target_up"
 # The series a ``_created`` series dates: its counter, or its histogram's parts.

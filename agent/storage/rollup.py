@@ -30,9 +30,6 @@ from agent.storage.buckets import (
     MINUTE,
     TARGET_UP,
     MinuteRows,
-    Point,
-    Points,
-    SeriesMeta,
     bucket_of,
     carried_rows,
     day_floor,
@@ -48,6 +45,7 @@ from agent.storage.buckets import (
 from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
 from agent.storage.minute_batches import BATCH_POINTS, minute_batches
 from agent.storage.minute_context import MinuteContext
+from agent.storage.points import Point, Points, SeriesMeta
 from agent.storage.retention import trim_host
 from migrations.schema import (
     collector_runs,

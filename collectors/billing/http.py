@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 
 from collectors.billing.base import BillingAuthError, BillingError
-from collectors.redact import redact_url, redact_urls
-from collectors.retry import Backoff, parse_retry_after
+from foundation.redact import redact_url, redact_urls
+from foundation.retry import Backoff, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class ApiClient:
     """GET/POST JSON against one provider's base URL, with Bearer auth, pacing and retries.
 
     ``max_retries`` counts the tries after the first. 429, 5xx, timeouts and connection errors
-    wait ``collectors.retry.Backoff`` (from ``backoff_base_seconds``, capped at
+    wait ``foundation.retry.Backoff`` (from ``backoff_base_seconds``, capped at
     ``backoff_cap_seconds``), or a 429's ``Retry-After`` when that is longer; a Retry-After
     over ``max_retry_after_seconds`` fails at once. ``min_interval_seconds`` spaces requests for
     providers that document a minimum interval. ``sleep``, ``clock``, ``wall_clock`` and

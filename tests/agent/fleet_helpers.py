@@ -18,7 +18,7 @@ from agent.cost.billing import save_records
 from agent.cost.metering import metered_rollup
 from agent.reporting.build import build_report
 from agent.reporting.model import Period
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from agent.storage.db import open_database, upgrade_database
 from agent.storage.store import Store, labels_json
 from collectors.billing.base import CostKind, CostRecord

@@ -26,8 +26,9 @@ from agent.reporting.build import build_report
 from agent.reporting.digest import digest_payload
 from agent.reporting.model import Report
 from agent.reporting.period import month_period
-from agent.reporting.render import render
-from agent.sim import EngineServer, Traffic
+from agent.reporting.render.dispatch import render
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from agent.storage.db import upgrade_database
 from collectors.billing.base import CostKind, CostRecord
 from tests.conftest import FakeNvml

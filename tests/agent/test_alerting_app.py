@@ -15,7 +15,8 @@ from sqlalchemy import select
 from agent.collect.runner import Round
 from agent.config.settings import load_config
 from agent.daemon.app import App
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from agent.storage.db import upgrade_database
 from migrations.schema import alert_history
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401

@@ -19,7 +19,8 @@ from agent.cli.main import main
 from agent.collect.runner import Round
 from agent.config.settings import load_config
 from agent.daemon.app import App
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from agent.storage.db import upgrade_database
 from tests.cli_peak import run_with_peak
 from tests.conftest import FakeNvml

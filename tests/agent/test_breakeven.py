@@ -24,7 +24,7 @@ from agent.cost.breakeven import (
     usd,
 )
 from agent.cost.measured import Measured
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 # The worked break-even of economics.md: 3,000 requests/day x 2 GPU-s, A100 80GB.
 EXAMPLE = Workload(requests_per_day=D(3000), gpu_seconds_per_request=D(2))

@@ -22,7 +22,8 @@ from agent.cost.metering import rollup_for
 from agent.cost.signals import cost_samples
 from agent.cost.summarize import summarize
 from agent.daemon.app import App, target_spec
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from agent.storage.db import upgrade_database
 from collectors.nvml import NvmlCollector
 from collectors.scrape import ScrapeCollector

@@ -204,7 +204,8 @@ def test_the_daemon_ticks_through_wall_clock_steps_on_its_real_ticker(
 
 
 def test_engine_histograms_are_exposed_as_histograms_and_pass_promtool(tmp_path: Path) -> None:
-    from agent.sim import EngineServer, Traffic
+    from agent.sim.server import EngineServer
+    from agent.sim.traffic import Traffic
 
     traffic = Traffic(models=("llama-8b",), engines=2)
     traffic.serve(12, engine="1")

@@ -29,7 +29,7 @@ from agent.cost.split import Split
 from agent.cost.summarize import summarize
 from agent.reporting.build import build_report
 from agent.reporting.period import month_period
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from agent.storage.buckets import unpack
 from agent.storage.db import open_database
 from agent.storage.rollup import DAY, HOUR, MAX_DAYS

@@ -14,8 +14,8 @@ import pytest
 
 from agent.config.settings import load_config
 from agent.daemon.app import App
-from agent.sim import EngineServer, Traffic
-from agent.sim.traffic import Request, cumulative_counts
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Request, Traffic, cumulative_counts
 from agent.storage.db import upgrade_database
 from agent.storage.series_math import histogram_quantile
 from agent.storage.windows import counter_increase, histogram_window

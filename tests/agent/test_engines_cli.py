@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agent.cli.main import main
-from agent.sim import EngineServer, Traffic
-from agent.sim.traffic import cumulative_counts
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic, cumulative_counts
 
 MODEL, OTHER = "llama-8b", "qwen-7b"
 V1 = ("vllm-0.8.5", "vllm-0.10", "vllm-0.33")

@@ -12,7 +12,8 @@ import pytest
 
 from agent.config.settings import load_config
 from agent.daemon.app import App
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from agent.storage.db import upgrade_database
 from tests.agent.test_alerting_app import GPU, HOOK, T0, Box, box, hardware  # noqa: F401
 from tests.alerts.notifiers.conftest import Loopback, Reply, loopback  # noqa: F401

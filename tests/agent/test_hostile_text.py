@@ -20,7 +20,8 @@ from agent.cli.main import main
 from agent.config.settings import load_config
 from agent.daemon.app import App
 from agent.reporting.digest import digest_payload
-from agent.reporting.render import FORMATS, render
+from agent.reporting.formats import FORMATS
+from agent.reporting.render.dispatch import render
 from agent.storage.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.mrkdwn import escape

@@ -27,7 +27,7 @@ from agent.reporting.period import (
     month_period,
     range_period,
 )
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from agent.storage.db import open_database, upgrade_database
 from alerts.rules import DEFAULT_RULES
 from collectors.billing.base import CostKind, CostRecord

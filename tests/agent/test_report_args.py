@@ -14,7 +14,8 @@ import pytest
 from agent.cli import report as report_cli
 from agent.config.settings import Config
 from agent.reporting.model import SCHEMA_VERSION
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 from tests.agent.console import environment, gpuwatch, sqlite_config
 
 # -- gpuwatch report: arguments -----------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.reporting.model import Report
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from tests.agent.report_sample import make_report
 
 ROOT = Path(__file__).resolve().parents[2]

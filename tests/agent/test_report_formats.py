@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from agent.reporting.model import DataExtent, Report
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from tests.agent.report_parsers import (
     MONEY,
     Page,

@@ -21,8 +21,8 @@ from agent.daemon.app import App
 from agent.reporting.build import build_report
 from agent.reporting.model import Report
 from agent.reporting.period import range_period
-from agent.sim import EngineServer, Traffic
-from agent.sim.traffic import Request
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Request, Traffic
 from agent.storage.db import upgrade_database
 from agent.storage.windows import counter_increase
 from migrations.schema import gpu_usage, rollup_state, rollups

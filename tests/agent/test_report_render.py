@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from agent.reporting.formats import FORMATS
 from agent.reporting.model import SCHEMA_VERSION, Report
-from agent.reporting.render import FORMATS, render, to_document
+from agent.reporting.render.dispatch import render
+from agent.reporting.render.json_format import to_document
 from tests.agent.report_parsers import MONEY, PARSERS, PER_M, figures_from_json
 from tests.agent.report_sample import DAYS, MODELS, make_report
 

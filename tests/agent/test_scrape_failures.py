@@ -12,7 +12,8 @@ import pytest
 
 from agent.config.settings import load_config
 from agent.daemon.app import App
-from agent.sim import EngineServer, Traffic
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

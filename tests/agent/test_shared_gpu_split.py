@@ -23,7 +23,7 @@ from agent.cost.summarize import summarize
 from agent.daemon.app import App
 from agent.reporting.build import build_report
 from agent.reporting.period import range_period
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from agent.storage.db import upgrade_database
 from collectors.nvml import NvmlCollector
 from tests.conftest import FakeNvml

@@ -15,7 +15,7 @@ from agent.config.settings import load_config
 from agent.reporting.build import build_report
 from agent.reporting.model import Report
 from agent.reporting.period import range_period
-from agent.reporting.render import render
+from agent.reporting.render.dispatch import render
 from tests.agent.report_parsers import (
     csv_sections,
     grid_table,

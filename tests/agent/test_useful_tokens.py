@@ -24,9 +24,9 @@ from agent.daemon.app import App
 from agent.reporting.build import build_report
 from agent.reporting.digest import digest_payload
 from agent.reporting.period import range_period
-from agent.reporting.render import render
-from agent.sim import EngineServer, Traffic
-from agent.sim.traffic import Request
+from agent.reporting.render.dispatch import render
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Request, Traffic
 from agent.storage.db import upgrade_database
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig

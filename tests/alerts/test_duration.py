@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alerts.duration import DurationError, format_duration, parse_duration
-from collectors.base import GpuwatchError
+from foundation.errors import GpuwatchError
 
 EXPECTED = (
     'expected a duration like "90s", "5m", "2h" or "1h30m"'

@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from agent.sim import Traffic, render
+from agent.sim.render import render
+from agent.sim.traffic import Traffic
 from alerts.lifecycle import evaluate
 from alerts.model import AlertKey, Condition, State
 from alerts.rules import DEFAULT_RULES
 from alerts.silence import Silence, parse_matchers
-from collectors.engines import ENGINES
 from collectors.engines.exposition import Exposition
+from collectors.engines.registry import ENGINES
 from collectors.engines.rules import Context
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

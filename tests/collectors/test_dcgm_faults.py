@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent.sim import render
-from collectors.engines import dcgm, read_by_a_mapper
+from agent.sim.render import render
+from collectors.engines import dcgm
 from collectors.engines.exposition import Exposition
+from collectors.engines.registry import read_by_a_mapper
 from collectors.engines.rules import Context
 from tests.enginesim.sim_helpers import traffic
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from collectors.base import Sample
-from collectors.engines import detect, read_by_a_mapper
 from collectors.engines.exposition import Exposition
+from collectors.engines.registry import detect, read_by_a_mapper
 from collectors.engines.rules import Context
 from tests.realvllm import mapping, promtext
 

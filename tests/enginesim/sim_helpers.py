@@ -10,7 +10,7 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.sim import Traffic, cumulative_counts
+from agent.sim.traffic import Traffic, cumulative_counts
 
 T0 = 1_796_037_041.5
 Labels = tuple[tuple[str, str], ...]

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.sim import VERSIONS, render
 from agent.sim.dcgm import dcgm_value
 from agent.sim.llamacpp import cpp_double
+from agent.sim.render import VERSIONS, render
 from agent.sim.tgi import DURATION_BUCKETS, rust_float
-from collectors.engines import detect, read_by_a_mapper
 from collectors.engines.exposition import Exposition
+from collectors.engines.registry import detect, read_by_a_mapper
 from collectors.engines.rules import Context
 from tests.enginesim.sim_helpers import assert_histogram, samples, traffic, value
 

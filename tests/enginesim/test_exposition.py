@@ -17,9 +17,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
-from agent.sim import VERSIONS, Traffic, render
 from agent.sim.expo import Buckets, Family, Scalar, go_float, render_text
 from agent.sim.expo import Summary as SummarySeries
+from agent.sim.render import VERSIONS, render
+from agent.sim.traffic import Traffic
 from tests.enginesim.sim_helpers import T0, traffic
 
 

@@ -14,7 +14,8 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.sim import VERSIONS, EngineServer, content_type, render
+from agent.sim.render import VERSIONS, content_type, render
+from agent.sim.server import EngineServer
 from tests.enginesim.sim_helpers import traffic
 
 

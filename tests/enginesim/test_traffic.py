@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.sim import ITL_CYCLE, PROFILES, Traffic, cumulative_counts
+from agent.sim.traffic import ITL_CYCLE, PROFILES, Traffic, cumulative_counts
 from tests.enginesim.sim_helpers import T0, Clock, traffic
 
 

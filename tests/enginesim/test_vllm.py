@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from agent.sim import Traffic, render
+from agent.sim.render import render
+from agent.sim.traffic import Traffic
 from agent.sim.vllm import API_SERVER_PIDS
 from tests.enginesim.sim_helpers import (
     T0,

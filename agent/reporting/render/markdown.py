@@ -11,7 +11,7 @@ from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.sections import Layout, Section, sections
 from agent.reporting.render.values import Cell, Kind, text
-from collectors.printable import printable
+from foundation.printable import printable
 
 _SPECIAL = frozenset("\\`*_[]<>|~$&#!")
 

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 from agent.reporting.model import DailySpend, GpuDay, ModelDay
 from agent.reporting.render.values import Cell, Kind, text
-from collectors.printable import printable
+from foundation.printable import printable
 
 WIDTH = 960
 BUSY, IDLE = "#0072B2", "#D55E00"

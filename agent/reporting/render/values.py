@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from enum import Enum
 from typing import Any
 
-from collectors.printable import printable
+from foundation.printable import printable
 
 GIB = 2**30
 

@@ -4,8 +4,8 @@ A label value scraped from an engine (a model name) reaches reports, terminals a
 an ANSI escape sequence or a bidi override in it (U+202E turns "gpt-4o\u202eslx.exe" into a name
 that reads backwards) must not drive the terminal, cut a C string or reorder what people read,
 so every such character is shown as its Python escape (``\\x00``, ``\\u202e``): the reader sees
-that something odd was there, and what. Here, the lowest layer, so that alerts and the
-agent's report renderers share one rule.
+that something odd was there, and what. It lives in the ground every package stands on, so
+that collectors, alerts and the agent's report renderers share one rule.
 """
 
 from __future__ import annotations

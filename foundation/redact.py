@@ -9,8 +9,8 @@ still says which host and path failed; :func:`redact_urls` does the same for eve
 free text (an exception's message, a log line). Both never raise: text that does not parse as a
 URL is redacted by pattern instead.
 
-Here, the lowest layer, so that collectors, alerts and every room of the agent can use the one
-rule.
+It lives in the ground every package stands on, so that collectors, alerts and every room of the
+agent use the one rule.
 """
 
 from __future__ import annotations

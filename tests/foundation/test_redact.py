@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.printable import printable
-from collectors.redact import redact_url, redact_urls
+from foundation.printable import printable
+from foundation.redact import redact_url, redact_urls
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from collectors.retry import Backoff, parse_retry_after
+from foundation.retry import Backoff, parse_retry_after
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 

@@ -1,0 +1,53 @@
+"""Which engine a /metrics body is, and which families any engine's mapper reads.
+
+``ENGINES`` lists the engine modules in detection order; each has ``detect(exposition) -> bool``
+and ``map_samples(exposition, context) -> list[Sample]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from collectors.base import Sample
+from collectors.engines import dcgm, llamacpp, sglang, tgi, vllm
+from collectors.engines.exposition import Exposition
+from collectors.engines.rules import Context
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    name: str
+    detect: Callable[[Exposition], bool]
+    map_samples: Callable[[Exposition, Context], list[Sample]]
+
+
+ENGINES: dict[str, Engine] = {
+    m.NAME: Engine(m.NAME, m.detect, m.map_samples) for m in (vllm, sglang, tgi, llamacpp, dcgm)
+}
+
+
+def _read_families() -> frozenset[str]:
+    """Every family a mapper may read: each engine's ``READS``, as the parser names their
+    families (counters without ``_total``, histograms without their suffixes), and the
+    ``_created`` companions restarts are told by."""
+    out: set[str] = set()
+    for name in (n for m in (vllm, sglang, tgi, llamacpp, dcgm) for n in m.READS):
+        base = name
+        for suffix in ("_total", "_bucket", "_count", "_sum"):
+            base = base.removesuffix(suffix)
+        out |= {name, base, base + "_total", base + "_created"}
+    return frozenset(out)
+
+
+READ_FAMILIES = _read_families()
+
+
+def read_by_a_mapper(family: str) -> bool:
+    """Whether some engine's mapper reads ``family`` (Exposition.parse's ``keep``)."""
+    return family in READ_FAMILIES
+
+
+def detect(exposition: Exposition) -> Engine | None:
+    """The engine whose metric families these are, or None when no known prefix is there."""
+    return next((e for e in ENGINES.values() if e.detect(exposition)), None)
