@@ -52,9 +52,9 @@ def read_unit(pid: int, proc_root: Path = Path("/proc")) -> str | None:
     # A plain string path, not ``proc_root / str(pid)``: pathlib interns every part it parses,
     # and a PID nobody caches (unknown units are read again each tick) then adds an entry to
     # the interpreter's table of interned strings that is deleted when the path is dropped.
-    # Deleted entries are not reused, so every few thousand of them the table (1.9 MB at the
+    # Deleted entries are not reused, so every few thousand of them the table (megabytes at the
     # daemon's imports) is rebuilt: at 1 s ticks with 16 such PIDs, a new copy of it beside the
-    # old once an hour (bench/memory.py: the peak over 70 MB).
+    # old once an hour, a step in the daemon's peak memory.
     path = os.path.join(proc_root, str(pid), "cgroup")
     try:
         with open(path, encoding="utf-8", errors="replace") as file:

@@ -190,11 +190,9 @@ def raw_reach(rules: Mapping[str, RuleSpec], interval_seconds: float) -> timedel
 
     The daemon's rollup packs an hour into chunks only once these windows have left it
     (``Rollup.head_reach``). Read from chunks, a 5-minute window of the hour just packed
-    decodes every series' whole hour: on the bench box's 645 series 0.23 s from the head
-    against 0.92 s from chunks, and the allocator kept 4-9 MB of that read
-    (bench/pack_memory.py); at 1 s ticks every tick that read the latency windows missed its
-    deadline until the window had passed (bench/memory.py: 9 or 10 rounds spooled in the two
-    minutes after each packing).
+    decodes every series' whole hour: several times slower than from the head, and the
+    allocator keeps megabytes of that read; at 1 s ticks every tick that read the latency
+    windows would miss its deadline until the window had passed, and rounds would spool.
     """
     longest = max(
         _seconds(rules, "LatencyP99Spike", "window"),

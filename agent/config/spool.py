@@ -5,7 +5,7 @@
     path = "/var/lib/gpuwatch/spool.db"    # default: beside the SQLite file, or the state directory
 
 A typical box (8 GPUs, 2 vLLM targets, 619 samples a round) spools about 4.3 KB of compressed
-rounds per tick (bench/spool.py): 1.5 MB an hour at the default 10 s, so the default holds
+rounds per tick (BENCHMARKS.md): 1.5 MB an hour at the default 10 s, so the default holds
 about a week; at 1 s ticks, 15 MB an hour and about 17 hours (raise it for such a box).
 """
 

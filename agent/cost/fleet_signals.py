@@ -1,10 +1,11 @@
 """The fleet-wide cost signals: computed once a minute by the fleet leader, read by everyone.
 
-Every daemon used to recompute the whole fleet's cost per million tokens over five windows each
-minute; now the leader computes them (:func:`agent.cost.signals.fleet_samples`) and replaces the
-``fleet_signals`` rows in one transaction, and each daemon reads those few rows for its
-/metrics, with its own ``host`` label. Figures older than ``STALE_AFTER`` (no leader for a
-while) are left out rather than shown as current: absent, never stale-but-plausible.
+Recomputing the whole fleet's cost per million tokens over five windows on every daemon each
+minute would cost the central database in proportion to the fleet squared; the leader computes
+them once (:func:`agent.cost.signals.fleet_samples`) and replaces the ``fleet_signals`` rows in
+one transaction, and each daemon reads those few rows for its /metrics, with its own ``host``
+label. Figures older than ``STALE_AFTER`` (no leader for a while) are left out rather than
+shown as current: absent, never stale-but-plausible.
 """
 
 from __future__ import annotations

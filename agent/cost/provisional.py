@@ -58,8 +58,8 @@ def reading(
     """A connection whose rollups are brought up to date for ``window`` (see
     :func:`up_to_date`), and what it covers; rolled back on exit, so nothing is written. A
     database this reader may not write to (a read-only role) gives the rows as stored, and so
-    does ``fresh=False`` (what every reader saw before this module: the migration tests compare
-    those figures with ones recorded then)."""
+    does ``fresh=False`` (the settled rows alone: the migration tests compare those with
+    figures recorded from a database of an older schema)."""
     with engine.connect() as conn:
         scratch = conn.begin()
         coverage = None

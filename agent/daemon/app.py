@@ -50,8 +50,9 @@ from collectors.scrape import ScrapeCollector, TargetSpec
 
 log = logging.getLogger(__name__)
 
-# Spooled rounds per transaction when forwarding: a decoded round is ~0.4 MB of objects, and
-# Python's allocator keeps a peak's arenas (issue 11: 50 at once left ~20 MB behind).
+# Spooled rounds per transaction when forwarding: a decoded round is a fraction of a megabyte
+# of objects, and Python's allocator keeps the arenas of a peak, so a small batch keeps the
+# peak (and what stays behind) small.
 DRAIN_BATCH = 10
 DRAIN_SECONDS = 20.0  # per drain run: a long outage's spool goes in steps, between ticks
 
@@ -240,8 +241,8 @@ class App:
             batch = self.spool.oldest(DRAIN_BATCH)
             if not batch:
                 break
-            # Decoded one by one as the transaction reaches them: a decoded round is ~0.4 MB of
-            # objects, and Python's allocator keeps the arenas a larger peak spread over.
+            # Decoded one by one as the transaction reaches them: Python's allocator keeps the
+            # arenas a larger peak spread over.
             self.store.write_rounds((s.round() for s in batch), replay=True)
             self.spool.remove([s.seq for s in batch])
             sent += len(batch)

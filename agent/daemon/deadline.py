@@ -77,9 +77,8 @@ class Deadline:
         """Between two transactions of a background job that just worked ``busy`` seconds:
         let a tick's call in flight finish, then stay off the interpreter lock as long again
         (at most ``MAX_PAUSE``). The daemon's threads share that lock: at 1 s ticks the hour's
-        packing, batch after batch, slowed the tick's database work past its deadline
-        (bench/memory.py); at half the lock, the packing takes twice as long and the tick
-        keeps its pace."""
+        packing, batch after batch, would slow the tick's database work past its deadline; at
+        half the lock, the packing takes twice as long and the tick keeps its pace."""
         self.wait_idle(timeout)
         time.sleep(min(busy, MAX_PAUSE))
 

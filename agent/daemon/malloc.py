@@ -1,10 +1,10 @@
 """glibc's allocator tuned for a daemon that runs for months: few arenas, free pages returned.
 
-Measured with bench/memory.py (issue 11): most of the daemon's growth was native, not Python
-objects. glibc gives each thread that allocates concurrently its own arena (up to 8 per core);
+A long-running daemon's memory grows in native heap, not in Python objects, unless told
+otherwise. glibc gives each thread that allocates concurrently its own arena (up to 8 per core);
 the tick, the minute rollup, the scrapes and the /metrics server run on rotating pool threads,
-so a handful of arenas each kept 7-10 MB of fragmented, mostly free heap, and the number of
-arenas touched grew with uptime. Two arenas bound that (the daemon's threads rarely allocate at
+so each arena they touch keeps megabytes of fragmented, mostly free heap, and the number of
+arenas touched grows with uptime. Two arenas bound that (the daemon's threads rarely allocate at
 the same instant, so contention is not measurable), and ``malloc_trim`` after the minute job
 hands the freed tops and holes of every arena back to the kernel.
 

@@ -1,4 +1,4 @@
-"""The report's teams, projects and team budgets (issue 17), from a window's figures.
+"""The report's teams, projects and team budgets, from a window's figures.
 
 Teams and projects are the configured labels (:mod:`agent.config.teams`) over the targets the
 window kept: each target's allocated cost, idle dollars and GPU time shared among its models

@@ -111,7 +111,7 @@ def replace_buckets(
 class MinuteRows:
     """A span's minute rows, computed before the rollup's transaction writes anything: SQLite
     has one writer, held from a transaction's first write to its commit, and a tick's write
-    waits behind it (bench/memory.py: at 1 s ticks the tick's deadline is 1 s)."""
+    waits behind it (at 1 s ticks, the tick's deadline is 1 s)."""
 
     span: tuple[datetime, datetime]
     plain: list[dict[str, Any]]  # rollups rows

@@ -28,10 +28,10 @@ log = logging.getLogger(__name__)
 # connection. The daemon passes its own, shorter deadline (``daemon.database_timeout``).
 BUSY_TIMEOUT = 30.0
 # Prepared statements kept per SQLite connection (Python's default is 128). A prepared
-# window or rollup query holds ~15 kB of SQLite's memory, and the daemon's ~80 distinct
-# statements (IN lists of every length) filled the caches of its pooled connections over its
-# first hour: +2.5 MB, the most of the slope bench/memory.py saw. Preparing a statement again
-# costs microseconds against a tick's hundreds of milliseconds.
+# window or rollup query holds kilobytes of SQLite's memory, and the daemon's distinct
+# statements (IN lists of every length) would fill the caches of its pooled connections over
+# its first hour, a slope in its memory. Preparing a statement again costs microseconds
+# against a tick's hundreds of milliseconds.
 CACHED_STATEMENTS = 16
 
 
@@ -63,7 +63,7 @@ def create_engine(url: str, timeout: float = BUSY_TIMEOUT) -> Engine:
     if path is not None:
         _create_private_file(path)
     # Two pooled connections: the daemon's jobs take turns on the one writer SQLite allows, and
-    # each idle connection keeps its own page cache (bench/memory.py).
+    # each idle connection keeps its own page cache.
     connect = {"timeout": timeout, "cached_statements": CACHED_STATEMENTS}
     engine = sa_create_engine(url, connect_args=connect, pool_size=2)
     event.listen(engine, "connect", _sqlite_pragmas)
@@ -74,7 +74,7 @@ def insert_ignoring_conflicts(conn: Connection | Engine, table: Table) -> Insert
     """INSERT ... ON CONFLICT DO NOTHING in the database's dialect.
 
     The dialect's module is imported on first use: the PostgreSQL one is 2 MB of a SQLite
-    daemon's memory that it never needs (bench/memory.py).
+    daemon's memory that it never needs.
     """
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -101,10 +101,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL keeps it consistent
     cursor.execute("PRAGMA foreign_keys=ON")
-    # 256 KiB of page cache per connection instead of 2 MiB: a tick's writes and the minute's
-    # reads touch the newest pages only, and the OS page cache holds the file anyway. At 1 MiB
-    # the caches were still filling after 6 minutes at 1 s ticks (0.9 MB more than now), and
-    # the alert inputs' reads, 10-25 ms a tick, took no longer with the smaller one.
+    # 256 KiB of page cache per connection instead of SQLite's 2 MiB: a tick's writes and the
+    # minute's reads touch the newest pages only, and the OS page cache holds the file anyway;
+    # a larger cache only fills with pages nobody reads again, and reads take no longer.
     cursor.execute("PRAGMA cache_size=-256")
     cursor.close()
 

@@ -2,9 +2,9 @@
 
 What the minute job holds at once is one batch's points, not the box's. At 1 s ticks a box's
 inputs (8 GPUs, two vLLM targets: about 320 series of 120 points each, the minute and the
-largest gap on either side) read at once held 4 MB of Python objects every minute, beside
+largest gap on either side) read at once are megabytes of Python objects every minute, beside
 the tick's own; Python keeps the arenas such a peak opened while any object in them lives,
-so the peak became the daemon's level (bench/memory.py, BENCHMARKS.md).
+so the peak would become the daemon's level.
 
 A series' rows read other series in three ways, so those go together:
 - the ``_created`` series and ``gpuwatch_target_up`` (restarts and births) are read first,

@@ -141,8 +141,8 @@ def compact(conn: Connection, ids: SeriesIds, start: datetime, until: datetime) 
         .order_by(samples.c.series_id, samples.c.ts)
     )
     # Each run of a series' rows is encoded as soon as it ends: only the chunks are held, never
-    # the batch's rows (held as objects, an hour's packing took two more of Python's allocator
-    # arenas in a fresh process, 2 MB it keeps while any object in them lives; BENCHMARKS.md).
+    # the batch's rows (held as objects, an hour's packing opens more of Python's allocator
+    # arenas, which it keeps while any object in them lives).
     # Encoded before the first write, too: SQLite's one writer is held from there to the
     # commit, and a tick's write waits behind it.
     chunks = {

@@ -139,8 +139,8 @@ class Rollup:
     settle: timedelta = timedelta(0)
     # Called between packing transactions with the seconds the last one took. SQLite has one
     # writer and its busy handler polls, and the daemon's threads share one interpreter lock:
-    # batches back to back kept a tick's write out past its deadline at the hour's packing
-    # (bench/memory.py, 1 s ticks). The daemon passes agent.daemon.deadline.Deadline.turn.
+    # batches back to back would keep a tick's write out past its deadline at the hour's
+    # packing (at 1 s ticks). The daemon passes agent.daemon.deadline.Deadline.turn.
     writer_turn: Callable[[float], None] | None = None
     # How far back a tick's alert inputs read raw samples (agent.alerting.inputs.raw_reach):
     # packed sooner, each read decoded every series' whole hour to keep minutes of it.
@@ -257,11 +257,11 @@ class Rollup:
     def _minutes(self, conn: Connection, start: datetime, end: datetime) -> int:
         meta = self._series(conn)
         # Only the series that rows are made from are read: at 1 s ticks, reading all of a
-        # box's series was a 15 MB peak each minute that Python's allocator kept for good.
+        # box's series is a peak of megabytes each minute that Python's allocator keeps.
         inputs = [sid for sid, (metric, _) in meta.items() if self._reads(metric)]
         # Everything is computed before the first write. SQLite (WAL) reads without its lock but
         # has one writer, from a transaction's first write to its commit: at 1 s ticks, rows
-        # computed between writes kept a tick's write waiting past its deadline (bench/memory.py).
+        # computed between writes would keep a tick's write waiting past its deadline.
         # Only the metrics of agent/storage/rolled_up.py get rows.
         write, carried = self._batched_writes(conn, meta, inputs, (start, end))
         write(conn)

@@ -24,9 +24,8 @@ from migrations.schema import collector_runs, samples, series
 SeriesKey = tuple[str, str]  # (metric, canonical labels JSON)
 Keyed = tuple[str, Sample, SeriesKey]  # (collector, sample, its series key)
 # A round's sample rows go to the driver this many at a time: the parameter rows of a whole
-# round (1,400 samples on the bench's box) held at once were about half of what storing a
-# round allocates, every tick (bench/memory.py); a few statements more per round cost nothing
-# next to that.
+# round held at once are about half of what storing a round allocates, every tick; a few
+# statements more per round cost nothing next to that.
 INSERT_BATCH = 256
 T = TypeVar("T")
 

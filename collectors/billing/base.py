@@ -15,7 +15,7 @@ from collectors.base import CollectError
 
 # Bounds on what any billing source may report, checked before anything is stored. Why these:
 # the database keeps money as NUMERIC(24, 12), under 10^12 (PostgreSQL refuses more, with an
-# error that used to escape the billing job), and a real charge is nowhere near it: a month of
+# error that would escape the billing job), and a real charge is nowhere near it: a month of
 # 10,000 GPUs at $10/h is $73M. So one record's amount must be finite with |amount| under
 # $10^9: 1,000 times headroom under the column, room for sums of thousands of records, and far
 # above any bill. A running resource costs at most $10^6 an hour (the largest instances cost

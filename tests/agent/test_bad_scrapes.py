@@ -1,4 +1,4 @@
-"""Hostile /metrics bodies never blind a host (issue 13): an impossible value costs that one
+"""Hostile /metrics bodies never blind a host: an impossible value costs that one
 sample, a target over its limits is a failed scrape with the limit named, and the GPU and the
 healthy targets are stored every tick, on SQLite and PostgreSQL. Real pynvml over the fake
 libnvidia-ml, real HTTP engines (the simulator, its answers rewritten)."""

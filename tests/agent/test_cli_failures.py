@@ -1,6 +1,6 @@
 """Expected failures of the real `gpuwatch` process say one line, once, and no traceback: a
 reader that stops early, a database that is away, a port in use, a collector that fails; and
-Alembic speaks only when a migration runs (issue 15)."""
+Alembic speaks only when a migration runs."""
 
 from __future__ import annotations
 

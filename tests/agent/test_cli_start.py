@@ -1,6 +1,6 @@
 """`gpuwatch --help` and `breakeven` with given figures start without the database's libraries:
-SQLAlchemy and Alembic alone took most of a second (issue 15; timed by bench/cli_start.py, not
-here). Checked in a fresh process, by what it has imported when the command is done."""
+SQLAlchemy and Alembic alone take most of a second (timed by `make bench`, not here). Checked
+in a fresh process, by what it has imported when the command is done."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Day rows: UTC days merged from hour rows, read by every month-long question instead of the
-day's 24 hour rows (issue 11: a 1,024-GPU month report read ~737 k hour rows per table).
+day's 24 hour rows (a month of a 1,024-GPU fleet is hundreds of thousands of hour rows per table).
 
 On the simulated month of tests/agent/report_month.py (two hosts, a month of hourly rounds, the
 real rollup job), on SQLite and PostgreSQL: each day row is the exact merge of its hours; a

@@ -1,4 +1,4 @@
-"""GPU faults end to end (issue 14): scripted in the fake libnvidia-ml, read by the real pynvml
+"""GPU faults end to end: scripted in the fake libnvidia-ml, read by the real pynvml
 through the App's tick, evaluated, and delivered to a loopback Slack. An Xid 79 (the GPU fell off
 the bus), a pending row remap, and the lost GPU each give their alert."""
 

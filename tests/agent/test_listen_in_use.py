@@ -1,4 +1,4 @@
-"""/metrics on an address already in use (issue 12): at start, one line naming
+"""/metrics on an address already in use: at start, one line naming
 ``daemon.metrics_listen`` and exit 2, as the real process; on reload, the old listener stays
 and the log says why."""
 

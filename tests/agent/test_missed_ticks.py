@@ -1,6 +1,6 @@
 """Ticks the scheduler skips (the previous tick still running): counted on /metrics, logged when
-they begin, at most once a minute while they go on, and when ticks are on time again (issue 12:
-APScheduler wrote a warning per skipped tick)."""
+they begin, at most once a minute while they go on, and when ticks are on time again
+(APScheduler on its own writes a warning per skipped tick)."""
 
 from __future__ import annotations
 

@@ -148,8 +148,8 @@ def test_a_drain_cut_short_after_its_commit_is_replayed_without_doubling(app: Ap
 
 
 def test_a_drain_holds_one_decoded_round_at_a_time_not_its_whole_batch(app: App) -> None:
-    # A decoded round of a busy box is ~0.4 MB of objects: a batch of them at once was a peak
-    # Python's allocator kept after every outage (issue 11's memory slope).
+    # A decoded round of a busy box is a fraction of a megabyte of objects: a batch of them at
+    # once is a peak Python's allocator keeps after every outage.
     rounds = [busy_round(i) for i in range(DRAIN_BATCH + 1)]
     app.store.write_round(rounds[0])  # its series exist from now on, as on a running box
     for r in rounds[2:]:

@@ -1,4 +1,4 @@
-"""Budgets per team (issue 17, item 4): the fleet's threshold and forecast rules on a team's
+"""Budgets per team: the fleet's threshold and forecast rules on a team's
 cost, under its ``team`` label, on SQLite and PostgreSQL. Two teams, one over its budget: its
 alerts fire, and none for the other team or the fleet."""
 

@@ -1,4 +1,4 @@
-"""Teams in the weekly digest (issue 17, item 4): the fleet's digest lists each team's cost,
+"""Teams in the weekly digest: the fleet's digest lists each team's cost,
 cost per million tokens, idle dollars and budget from the real report (SQLite and
 PostgreSQL), and a team with a ``slack_channel`` gets its own digest there through the real
 slack_sdk, posted to a loopback Slack."""

@@ -1,4 +1,4 @@
-"""The team and project labels as FOCUS tags (issue 17, items 4 and 5): `gpuwatch export focus`
+"""The team and project labels as FOCUS tags: `gpuwatch export focus`
 tags each GPU's rows with the teams and projects of the targets it served, "(unlabelled)" for
 a target without one, on SQLite and PostgreSQL."""
 

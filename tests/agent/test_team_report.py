@@ -1,4 +1,4 @@
-"""Teams, projects and team budgets in every report format (issue 17, item 4), on SQLite and
+"""Teams, projects and team budgets in every report format, on SQLite and
 PostgreSQL: what a reader of each format sees per team is the sum of its targets' model
 figures, and the unlabelled target and the GPU no target held are shown, never dropped."""
 

@@ -1,4 +1,4 @@
-"""Teams and projects (issue 17, item 4): the labels in the configuration, and `gpuwatch cost`
+"""Teams and projects: the labels in the configuration, and `gpuwatch cost`
 rolled up by them, on SQLite and PostgreSQL."""
 
 from __future__ import annotations

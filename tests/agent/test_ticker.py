@@ -1,6 +1,6 @@
 """The tick's pace on the monotonic clock: wall-clock steps in either direction neither stop
-nor bunch ticks (issue 12: a backward NTP step stopped APScheduler's interval trigger for as
-long as the step), an overrun skips and counts the slots it covered, and a step is logged."""
+nor bunch ticks (a backward NTP step stops APScheduler's interval trigger for as long as the
+step), an overrun skips and counts the slots it covered, and a step is logged."""
 
 from __future__ import annotations
 

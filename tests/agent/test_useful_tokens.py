@@ -1,4 +1,4 @@
-"""Useful tokens exact to the request, abandoned work, and unknown cost (issue 16), on SQLite
+"""Useful tokens exact to the request, abandoned work, and unknown cost, on SQLite
 and PostgreSQL.
 
 The daemon's own path runs: the vLLM 0.33 simulator serves /metrics (its per-request

@@ -25,7 +25,7 @@ ISSUE_RULES = {
     "GpuHot": (120, Severity.CRITICAL),
     "GpuThrottling": (600, Severity.WARNING),
     "GpuHardwareErrors": (0, Severity.CRITICAL),
-    "GpuLost": (0, Severity.CRITICAL),  # issue 14: a GPU fallen off the bus
+    "GpuLost": (0, Severity.CRITICAL),  # a GPU fallen off the bus
     "BudgetThreshold": (0, Severity.WARNING),
     "ProjectedOverBudget": (3600, Severity.WARNING),
     "BurnRateJump": (1800, Severity.WARNING),

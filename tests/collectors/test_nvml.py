@@ -114,7 +114,7 @@ def test_gpu_lost_while_running_is_reported_lost_warned_once_and_back_after_rese
 def test_every_gpu_lost_is_each_gpu_lost_not_an_idle_or_blind_host(
     fake_nvml: FakeNvml, make_collector: MakeCollector
 ) -> None:
-    # NVML answers; each GPU is lost (issue 14: not one CollectorDown once every GPU is gone).
+    # NVML answers; each GPU is lost (not one CollectorDown once every GPU is gone).
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=UUID0, lost=True),)))
 
     got = series(make_collector().collect(NOW))

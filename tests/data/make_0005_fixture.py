@@ -309,7 +309,7 @@ def as_of_0005(got: Any, want: Any) -> Any:
     return got
 
 
-# Advice, not figures: since issue 17 a recommendation scales from the hours observed and
+# Advice, not figures: a recommendation scales from the hours observed and
 # withholds per-month savings below `[cost] min_observed` (24 h; the fixture holds 2 h), so its
 # text changed by design, whatever the database.
 ADVICE = "recommendations"

