@@ -28,8 +28,8 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # pytest-xdist workers: one more than the cores, because many tests spend seconds waiting on a
 # daemon, a server or PostgreSQL they started, and a waiting worker leaves its core idle. A test
 # file stays on one worker (--dist loadfile), so the tests of a file never race each other for a
-# port or a build folder. (--dist loadgroup, tried on 2 cores, was slower: 11:02 against 9:54,
-# and a real Prometheus missed its 30 s in the dashboard test.)
+# port or a build folder (--dist loadgroup is slower on 2 cores, and starves the dashboard
+# test's real Prometheus of its 30 s).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 
 .PHONY: venv run demo test test-faults test-systemd test-demo test-vllm check lint typecheck bench prometheus-tools clean
