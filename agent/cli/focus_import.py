@@ -6,7 +6,7 @@ size and the time grows linearly with it. All the files go in one
 transaction: a bad row anywhere (named with its file and line) rolls the whole import back, so
 a half-read export is never stored as the bill, and what an earlier import stored stays as it
 was. On SQLite the daemon's rounds wait in its spool while a large import holds the write
-lock, and are stored when it commits (see README, "Outages").
+lock, and are stored when it commits (see docs/outages.md).
 """
 
 from __future__ import annotations

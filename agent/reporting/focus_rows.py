@@ -2,7 +2,7 @@
 
 Every FOCUS 1.0 column is written, in the spec's order, NULL (an empty field) where the column
 does not apply: a self-metered GPU has no commitment discount, no correction, no separate
-contracted price. What each column holds, and why, is in the README ("FOCUS export").
+contracted price. What each column holds, and why, is in docs/cost.md ("FOCUS export").
 
 Money is written exactly as the ledger holds it (12 decimals, the ``Numeric(24, 12)`` of
 ``gpu_usage.cost_usd``): no rounding, so the rows sum to the metered total to the digit. Unit
