@@ -14,13 +14,14 @@ from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from agent.cli.columns import aligned
 from agent.reporting import json_text
-from alerts.duration import DurationError, format_duration, parse_duration
+from agent.reporting.render.values import duration_text
+from alerts.duration import DurationError, parse_duration
 from alerts.inhibit import ALERTNAME, DEFAULT_INHIBIT_RULES, inhibited_by
 from alerts.model import AlertKey, AlertState, State
 from alerts.silence import Silence, SilenceState, parse_matchers, silenced_by
 from foundation.errors import GpuwatchError
-from foundation.printable import printable
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
@@ -98,8 +99,9 @@ def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
         }
         print(json_text.dumps(body, indent=2))
         return 0
-    # Label values come from scraped engines: no control character reaches the terminal.
-    print(printable("\n".join(_alert_table(shown, now, len(undelivered), muted)), keep="\n"))
+    # Label values come from scraped engines: no control character reaches the terminal
+    # (columns.aligned makes each cell printable before measuring it).
+    print("\n".join(_alert_table(shown, now, len(undelivered), muted)))
     return 0
 
 
@@ -141,7 +143,7 @@ def _spooling(config: Config, now: datetime) -> str | None:
     when = _when(since, ZoneInfo(config.timezone))
     return (
         f"host {config.host} is spooling: {stats.rounds} round(s) since {when}"
-        f" ({format_duration(max(0, round((now - since).total_seconds())))} ago) are waiting"
+        f" ({duration_text(max(0, round((now - since).total_seconds())))} ago) are waiting"
         f" for the database; {queued} notification(s) queued locally ({path})"
     )
 
@@ -171,16 +173,16 @@ def _alert_table(
     if not shown:
         lines = ["No alerts firing or pending."]
     else:
-        lines = [f"{'STATE':<8} {'SEVERITY':<9} {'FOR':>8}  {'RULE':<20} SUMMARY"]
+        rows = [["STATE", "SEVERITY", "FOR", "RULE", "SUMMARY"]]
         for _, s in shown:
             since = s.fired_at if s.state is State.FIRING else s.active_at
-            age = format_duration(round((now - since).total_seconds())) if since else "?"
+            # Two units read at a glance ("30d 06h", "6m 27s"); --json has the seconds.
+            age = duration_text(max(0, round((now - since).total_seconds()))) if since else "?"
             summary = s.annotations.get("summary") or _labels(s)
             if s.key in muted:
                 summary += f"  [muted: {muted[s.key]}]"
-            lines.append(
-                f"{s.state.value:<8} {s.severity.value:<9} {age:>8}  {s.key.rule:<20} {summary}"
-            )
+            rows.append([s.state.value, s.severity.value, age, s.key.rule, summary])
+        lines = aligned(rows, right={2})
     if waiting:
         lines.append(f"{waiting} notification(s) waiting to be delivered (retrying).")
     return lines
@@ -255,22 +257,13 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) -> i
         when = [_when(s.starts_at, zone), _when(s.ends_at, zone)]
         rows.append([s.id, s.state(now).value, *when, s.created_by, f"{matchers}  # {s.comment}"])
     # Authors and comments are anyone's text: no control character reaches the terminal.
-    print("\n".join(_aligned([[printable(cell) for cell in row] for row in rows])))
+    print("\n".join(aligned(rows)))
     return 0
 
 
 def _when(moment: datetime, zone: tzinfo) -> str:
     """A time for people: in the configured timezone, to the second, with the zone's name."""
     return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
-
-
-def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Columns as wide as their widest cell, two spaces apart; the last one free."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return [
-        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
-        for row in rows
-    ]
 
 
 def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:

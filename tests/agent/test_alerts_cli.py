@@ -16,6 +16,7 @@ from agent.config.settings import load_config
 from agent.storage.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
+from tests.agent.column_checks import assert_aligned
 
 GPU = {"host": "box", "gpu_index": "0", "gpu_uuid": "GPU-a"}
 
@@ -92,6 +93,39 @@ def test_alerts_lists_firing_then_pending_with_their_summaries(
     silence = out.strip()  # `silence add` prints the new silence's id
     body = json.loads(run(capsys, "alerts", "--json", "--config", config_path)[1])
     assert body["alerts"][0]["muted_by"] == f"silence {silence}"
+
+
+def test_alerts_for_reads_at_a_glance_in_aligned_columns(
+    config_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FOR in its two largest units ("30d 06h", not "4w2d6h27m3s"), and every column in line
+    whatever the widths of the cells."""
+    config = load_config(config_path)
+    engine = open_database(config.database_url)
+    now = datetime.now(UTC)
+    idle = Condition(AlertKey.of("GpuIdle", GPU), 0.0, {"usd_per_hour": "3.6"})
+    hot = Condition(AlertKey.of("GpuHot", {**GPU, "gpu_index": "1", "gpu_uuid": "GPU-b"}), 91.0)
+    try:
+        alerting = Alerting.for_scope(engine, "box", config.alerts, (), DEFAULT_RULES)
+        fired = now - timedelta(days=30, hours=6, minutes=27)  # after GpuIdle's 30m
+        alerting.evaluate([idle], {"GpuIdle"}, fired - timedelta(minutes=31))
+        alerting.evaluate([idle], {"GpuIdle"}, fired)
+        alerting.evaluate([idle, hot], set(DEFAULT_RULES), now - timedelta(seconds=45))
+    finally:
+        engine.dispose()
+    header, *rows = run(capsys, "alerts", "--config", config_path)[1].splitlines()[:3]
+    assert_aligned(header, rows, left=["STATE", "SEVERITY", "RULE", "SUMMARY"], right=["FOR"])
+    at, end = header.index("SEVERITY") + len("SEVERITY"), header.index("RULE")
+    firing, pending = (row[at:end].strip() for row in rows)
+    assert firing == "30d 06h", rows[0]
+    assert pending in {f"{n}s" for n in range(45, 60)}, rows[1]
+    assert rows[0].split()[:2] == ["firing", "warning"] and "GpuIdle" in rows[0]
+    assert rows[1].split()[:2] == ["pending", "critical"] and "GpuHot" in rows[1]
+
+    body = json.loads(run(capsys, "alerts", "--json", "--config", config_path)[1])
+    seconds = [a["for_seconds"] for a in body["alerts"]]  # --json keeps the seconds
+    assert 30 * 86400 + 6 * 3600 + 27 * 60 <= seconds[0] < 30 * 86400 + 6 * 3600 + 28 * 60
+    assert 45 <= seconds[1] < 60
 
 
 def test_no_alerts_says_so(config_path: str, capsys: pytest.CaptureFixture[str]) -> None:
