@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agent.cli import cost_teams, focus_import
+from agent.cli.columns import aligned
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
 from alerts.duration import DurationError, parse_duration
@@ -78,22 +79,22 @@ def _table(
 ) -> list[str]:
     hours = s.gpu_seconds / 3600
     start, end = s.start.astimezone(zone), s.end.astimezone(zone)
+    rows = [["", "cost USD", "useful tokens", "USD / M useful", "total tokens", "abandoned"]]
+    unknown = []
+    for label, group in (("fleet", [s.fleet]), ("model", s.models), ("host", s.hosts)):
+        for line in group:
+            name = line.name if label == "fleet" else f"{label} {line.name}"
+            cost = "n/a" if line.cost_unknown else f"{line.cost_usd:,.2f}"
+            rows.append([name, cost, f"{line.useful_tokens:,.0f}", _per_million(line),
+                         f"{line.total_tokens:,.0f}", _abandoned(line)])  # fmt: skip
+            if line.cost_unknown:
+                unknown.append(f"  {name}: {line.cost_unknown}")
     lines = [
         f"gpuwatch cost, last {window} ({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} {zone})",
         "",
-        f"{'':24}{'cost USD':>14}{'useful tokens':>16}{'USD / M useful':>16}{'total tokens':>16}"
-        f"{'abandoned':>14}",
+        # Names whole, columns as wide as their cells: nothing cut, every row in line.
+        *aligned(rows, right=range(1, len(rows[0]))),
     ]
-    unknown = []
-    for label, rows in (("fleet", [s.fleet]), ("model", s.models), ("host", s.hosts)):
-        for line in rows:
-            name = line.name if label == "fleet" else f"{label} {line.name}"
-            cost = "n/a" if line.cost_unknown else f"{line.cost_usd:,.2f}"
-            lines.append(f"{name[:24]:24}{cost:>14}{line.useful_tokens:>16,.0f}"
-                         f"{_per_million(line):>16}{line.total_tokens:>16,.0f}"
-                         f"{_abandoned(line):>14}")  # fmt: skip
-            if line.cost_unknown:
-                unknown.append(f"  {name}: {line.cost_unknown}")
     lines += ["", "useful tokens counted from: " + _bases(s.models)]
     lines += ["cost unknown (no price or no GPU time):", *unknown] if unknown else []
     busy = s.busy_seconds / 3600

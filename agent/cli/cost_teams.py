@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent.cli.columns import aligned
+
 if TYPE_CHECKING:
     from agent.config.teams import Labels
     from agent.cost.summarize import Summary
@@ -34,18 +36,19 @@ def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, 
 
 def lines(s: Summary, labels: Labels, rule: str) -> list[str]:
     out: list[str] = []
-    for kind, rows in groups(s, labels, rule).items():
-        if not rows:
+    for kind, group in groups(s, labels, rule).items():
+        if not group:
             continue
-        out += ["", f"{'by ' + kind:24}{'cost USD':>14}{'useful tokens':>16}"
-                    f"{'USD / M useful':>16}{'idle USD':>14}{'GPU hours':>12}"]  # fmt: skip
-        for g in rows:
+        rows = [["by " + kind, "cost USD", "useful tokens", "USD / M useful", "idle USD",
+                 "GPU hours"]]  # fmt: skip
+        for g in group:
             unknown = g.cost_unknown is not None
-            out.append(
-                f"{g.name[:24]:24}{'n/a' if unknown else f'{g.cost_usd:,.2f}':>14}"
-                f"{g.useful(rule):>16,.0f}{_per_million(g, rule):>16}"
-                f"{'n/a' if unknown else f'{g.idle_usd:,.2f}':>14}{g.seconds / 3600:>12,.1f}"
-            )
+            rows.append([g.name, "n/a" if unknown else f"{g.cost_usd:,.2f}",
+                         f"{g.useful(rule):,.0f}", _per_million(g, rule),
+                         "n/a" if unknown else f"{g.idle_usd:,.2f}",
+                         f"{g.seconds / 3600:,.1f}"])  # fmt: skip
+        # Names whole (host/target can be long), columns as wide as their cells.
+        out += ["", *aligned(rows, right=range(1, len(rows[0])))]
     return out
 
 
