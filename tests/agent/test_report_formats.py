@@ -95,6 +95,28 @@ def test_table_uuids_that_share_their_first_group_are_told_apart(report: Report)
     assert top_waste == gpu_time[4:]
 
 
+def test_table_rows_follow_each_other_without_blank_lines(report: Report) -> None:
+    """A blank line only between sections; a row's free-text figure (why its cost is unknown)
+    goes under it, named, and an empty one takes no line."""
+    unknown = replace(report.models[1], cost_unknown_reason="no rate for GPU-x on gpu-box-1")
+    models = (report.models[0], unknown, report.models[2])
+    out = render(replace(report, models=models), "table")
+    assert "\n\n\n" not in out
+    chunks = out.rstrip("\n").split("\n\n")[1:]  # after the header: one per section
+    assert [c.split("\n")[0].split("  (")[0] for c in chunks] == TABLE_SECTIONS
+    work = next(c for c in chunks if c.startswith("USEFUL AND ABANDONED WORK")).split("\n")
+    at = next(i for i, line in enumerate(work) if "counted from" in line)
+    rows = work[at + 1 :]
+    assert len(rows) == 4, rows
+    assert rows[0].startswith("  Qwen/Qwen2.5-7B-Instruct ")
+    assert rows[1].startswith("  meta-llama/")
+    assert rows[2] == "      cost unknown: no rate for GPU-x on gpu-box-1"
+    assert rows[3].startswith("  " + EVIL)
+    markdown = render(replace(report, models=models), "markdown")
+    table = markdown.split("## Useful and abandoned work")[1].split("\n\n")[2].splitlines()
+    assert len(table) == 2 + len(models) and all(line.startswith("| ") for line in table[2:])
+
+
 def test_empty_sections_say_so(report: Report) -> None:
     empty = replace(report, alerts=(), queue_incidents=(), recommendations=(), models=())
     out = render(empty, "table")

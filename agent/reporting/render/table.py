@@ -135,8 +135,9 @@ def _notes(section: Section) -> list[str]:
 def _grid(section: Section) -> list[str]:
     cells = [[_show(cell) for cell in row] for row in section.rows]
     columns = section.columns
-    # A free-text last column (an incident's summary) goes under its row, wrapped: cutting it
-    # to what the other columns leave of 100 would lose most of its words.
+    # A free-text last column (an incident's summary) goes under its row, wrapped and named:
+    # cutting it to what the other columns leave of 100 would lose most of its words. Empty,
+    # it takes no line, so rows without one stay together.
     below = not columns[-1].numeric and columns[-1].shrink
     shown = columns[:-1] if below else columns
     widths = _fit(shown, [row[: len(shown)] for row in cells])
@@ -145,8 +146,8 @@ def _grid(section: Section) -> list[str]:
     lines = [_line(shown, [c.label for c in shown], widths)]
     for row in cells:
         lines.append(_line(shown, row[: len(shown)], widths))
-        if below:
-            lines += _wrap(row[-1], INDENT + "    ")
+        if below and row[-1]:
+            lines += _wrap(f"{columns[-1].label}: {row[-1]}", INDENT + "    ")
     return lines
 
 
