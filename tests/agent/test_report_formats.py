@@ -4,13 +4,16 @@ escaped markdown, and a self-contained HTML page with its escaped names and char
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 
-from agent.reporting.model import DataExtent, Report
+from agent.reporting.model import DataExtent, ModelDay, Report
+from agent.reporting.render import svg
 from agent.reporting.render.dispatch import render
 from tests.agent.report_parsers import (
     MONEY,
@@ -244,6 +247,86 @@ def test_html_charts_have_a_mark_per_day_model_and_gpu(report: Report) -> None:
     assert len(page.tables["table-daily_spend"]) == DAYS + 1
     assert len(page.tables["table-model_days"]) == DAYS * len(MODELS) + 1
     assert len(page.tables["table-gpu_days"]) == DAYS * len(report.gpus) + 1
+
+
+def _grid_ys(chart: list[tuple[str, dict[str, str | None]]]) -> tuple[float, float]:
+    """The plot's bottom ($0) and top: its first and last grid lines."""
+    ys = [float(a["y1"] or 0) for t, a in chart if t == "line" and a.get("class") == "grid"]
+    return ys[0], ys[-1]
+
+
+def _svg(out: str, chart_id: str) -> str:
+    return out[out.index(f'<svg class="chart" id="{chart_id}"') :].split("</svg>")[0]
+
+
+def test_html_cost_chart_keeps_every_day_readable_beside_an_outlier(report: Report) -> None:
+    """One paused day ($680/M beside $5-8/M) is cut at the top with a break sign and its figure
+    written; every other day keeps a readable height (on the old scale, $1,000, they were a
+    pixel or two off zero)."""
+    qwen, llama = MODELS[0], MODELS[1]
+    days = sorted({m.day for m in report.model_days})
+    paused = days[12]
+    model_days = tuple(
+        ModelDay(qwen, d, Decimal("680.00") if d == paused else Decimal(5 + i % 4))
+        for i, d in enumerate(days)
+    )
+    out = render(replace(report, model_days=model_days), "html")
+    chart = _chart(parse_html(out), "chart-cost")
+    bottom, top = _grid_ys(chart)
+    heights = [bottom - float(a["cy"] or 0) for t, a in chart if t == "circle"]
+    assert len(heights) == DAYS
+    outlier = heights.pop(12)
+    assert outlier == bottom - top, "the outlier stops at the top"
+    assert min(heights) > 0.5 * (bottom - top), "a $5 day stands at least half the height"
+    drawn = _svg(out, "chart-cost")
+    assert drawn.count('class="clipped"') == 1 and drawn.count('class="break"') == 1
+    assert ">$680.0000</text>" in drawn, "its figure written above it"
+    assert f"{qwen}, {paused}: $680.0000, above the axis" in drawn, "its <title> says why"
+    assert "1 model-day(s) above $8 would flatten the others" in drawn, "and its description"
+
+    # A model dear every day ($300/M) beside it is its own reference: none of its days is cut.
+    dear = tuple(ModelDay(llama, d, Decimal(300 + i % 5)) for i, d in enumerate(days))
+    out = render(replace(report, model_days=model_days + dear), "html")
+    chart = _chart(parse_html(out), "chart-cost")
+    bottom, top = _grid_ys(chart)
+    llama_color = svg.series_of([qwen, llama])[1].color
+    ys = [float(a["cy"] or 0) for t, a in chart if t == "circle" and a["fill"] == llama_color]
+    assert len(ys) == DAYS and min(ys) > top
+    assert _svg(out, "chart-cost").count('class="clipped"') == 1
+
+
+def test_html_spend_chart_cuts_an_outlier_day_and_keeps_the_others_readable(
+    report: Report,
+) -> None:
+    spend = list(report.daily_spend)
+    spend[9] = replace(spend[9], busy_usd=Decimal("9000.00"), idle_usd=Decimal("1500.00"))
+    out = render(replace(report, daily_spend=tuple(spend)), "html")
+    chart = _chart(parse_html(out), "chart-spend")
+    bottom, top = _grid_ys(chart)
+    busy = [float(a["height"] or 0) for t, a in chart if t == "rect" and a.get("class") == "busy"]
+    idle = [float(a["height"] or 0) for t, a in chart if t == "rect" and a.get("class") == "idle"]
+    totals = [b + i for b, i in zip(busy, idle, strict=True)]
+    assert totals[9] == bottom - top, "the outlier reaches the top, no further"
+    normal = totals[:9] + totals[10:]
+    assert min(normal) > 0.25 * (bottom - top), "every other day has a readable height"
+    drawn = _svg(out, "chart-spend")
+    assert drawn.count('class="clipped"') == 1 and ">$10,500.00</text>" in drawn
+
+
+def test_html_figures_of_adjacent_cut_days_do_not_overlap(report: Report) -> None:
+    spend = [replace(d, busy_usd=Decimal("9000.00")) if 10 <= i < 17 else d
+             for i, d in enumerate(report.daily_spend)]  # fmt: skip
+    drawn = svg.spend_chart(spend)
+    figures = re.findall(r'class="clipped-value" x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]+)<', drawn)
+    assert drawn.count('class="clipped"') == len(figures) == 7
+    for (x1, y1, a), (x2, y2, b) in itertools.combinations(figures, 2):
+        apart = abs(float(x1) - float(x2)) > (len(a) + len(b)) * svg._CHAR / 2
+        assert y1 != y2 or apart, (a, b)
+
+
+def test_html_charts_cut_nothing_without_an_outlier(report: Report) -> None:
+    out = render(report, "html")
+    assert 'class="clipped"' not in out and "above the axis" not in out
 
 
 def test_html_legend_names_each_model_once(report: Report) -> None:

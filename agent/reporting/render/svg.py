@@ -4,13 +4,19 @@ library, no request. Each chart has a <title> and <desc> (read by screen readers
 
 Colours are attributes, not CSS, so a chart copied out of the page keeps them; the series palette
 is Okabe-Ito (distinguishable with the common colour-vision deficiencies), dashed after 7 series.
+
+The two charts with a dollar axis share one scale rule (:func:`robust_top`): the axis tops at the
+highest day that is not an outlier of its own series, so one paused day ($680/M beside $5-8/M)
+cannot flatten every other day to nothing. A day above the axis is still drawn, cut at the top
+with an axis-break sign and its figure written above it (:func:`_off_scale`); the chart's
+description counts them. The heatmap's scale is fixed (0-100 %) and needs no such rule.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -20,6 +26,11 @@ from agent.reporting.render.values import Cell, Kind, text
 from foundation.printable import printable
 
 WIDTH = 960
+HEAD = 28.0  # above the plot: the unit and the swatches
+OUTLIER_RATIO = 4  # a day above 4 times its series' 75th percentile may be cut off the axis
+_BAND_ROW = 14.0  # a row of figures of the days cut at the top, between the head and the plot
+_BAND_ROWS = 4  # at most; a figure with no room left keeps its break sign and <title>
+_CHAR = 7.0  # an 11 px figure's character, wide enough for the widest digit
 BUSY, IDLE = "#0072B2", "#D55E00"
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000")
 NO_DATA = "#d9d9d9"
@@ -84,6 +95,94 @@ def scale(top: float, ticks: int = 4) -> tuple[float, float]:
     return 10 * magnitude * ticks, 10 * magnitude  # not reached: 10 x magnitude always fits
 
 
+def robust_top(series: Iterable[Iterable[float]]) -> float:
+    """The highest value, over every series, that is not an outlier of its own series (the
+    axis' top before :func:`scale` rounds it up).
+
+    An outlier is more than OUTLIER_RATIO times its series' 75th percentile (nearest rank,
+    over the values above zero): a quarter of the days may be high before they set the scale,
+    and a series that is high every day (a large model beside small ones) is its own reference,
+    never cut. With fewer than four days, no day is an outlier."""
+    top = 0.0
+    for values in series:
+        positive = sorted(v for v in values if math.isfinite(v) and v > 0)
+        if not positive:
+            continue
+        limit = OUTLIER_RATIO * positive[math.ceil(0.75 * len(positive)) - 1]
+        top = max(top, max(v for v in positive if v <= limit))
+    return top
+
+
+@dataclass(frozen=True, slots=True)
+class _Off:
+    """A mark above the axis' top: where it is, how wide, its figure as the tables spell it,
+    and what it is (for its <title>)."""
+
+    x: float
+    half: float
+    figure: str
+    about: str
+
+
+def _band_rows(offs: Sequence[_Off]) -> list[int | None]:
+    """Each figure's row in the band above the plot: the first row where it does not overlap
+    the figure before it (adjacent days cut alike would otherwise write over each other); None
+    past _BAND_ROWS rows (a long range's many cut days: the table below has every figure)."""
+    ends: list[float] = []
+    rows: list[int | None] = []
+    for off in offs:
+        half = len(off.figure) * _CHAR / 2
+        row = next((i for i, end in enumerate(ends) if off.x - half > end + 4), len(ends))
+        if row == len(ends) < _BAND_ROWS:
+            ends.append(0.0)
+        if row < len(ends):
+            ends[row] = off.x + half
+        rows.append(row if row < len(ends) else None)
+    return rows
+
+
+def _band(offs: Sequence[_Off]) -> float:
+    """The height the figures of the marks cut at the top need above the plot."""
+    used = [row for row in _band_rows(offs) if row is not None]
+    return _BAND_ROW * (max(used, default=-1) + 1)
+
+
+def _off_scale(offs: Sequence[_Off], plot: _Plot, top: float) -> list[str]:
+    """Each mark above the axis: an axis-break sign across it just under the plot's top edge
+    (a white gap with slanted edges) and its figure in the band above, on its own x."""
+    parts = []
+    for off, row in zip(offs, _band_rows(offs), strict=True):
+        x, h, y = off.x, max(off.half, 5.0), plot.top + 6
+        gap = (
+            f"M{_f(x - h)} {_f(y + 3)} L{_f(x + h)} {_f(y - 3)} "
+            f"L{_f(x + h)} {_f(y + 1)} L{_f(x - h)} {_f(y + 7)} Z"
+        )
+        label = f"{off.about}: {off.figure}, above the axis' top ({_axis_usd(top)}): cut there"
+        figure = (
+            ""
+            if row is None
+            else f'<text class="clipped-value" x="{_f(x)}" '
+            f'y="{_f(plot.top - 4 - _BAND_ROW * row)}" text-anchor="middle" '
+            f'font-weight="bold">{escape(off.figure)}</text>'
+        )
+        parts.append(
+            f'<g class="clipped"><title>{escape(label)}</title>'
+            f'<path class="break" d="{gap}" fill="#fff" stroke="#333" stroke-width="1"/>'
+            f"{figure}</g>"
+        )
+    return parts
+
+
+def _off_note(count: int, what: str, top: float) -> str:
+    """For the chart's description: how many marks are cut, and how they are drawn."""
+    if not count:
+        return ""
+    return (
+        f" {count} {what} above {_axis_usd(top)} would flatten the others: cut at the top with "
+        "a break sign, their figure written above them."
+    )
+
+
 def _axis_usd(value: float) -> str:
     spelled = f"{value:,.4f}".rstrip("0").rstrip(".")
     return f"${spelled}"
@@ -101,7 +200,7 @@ def _y_axis(plot: _Plot, top: float, step: float, unit: str) -> list[str]:
             f'<text x="{_f(plot.left - 6)}" y="{y}" text-anchor="end" '
             f'dominant-baseline="middle">{escape(_axis_usd(value))}</text>'
         )
-    parts.append(f'<text x="{_f(plot.left)}" y="{_f(plot.top - 8)}">{escape(unit)}</text>')
+    parts.append(f'<text x="{_f(plot.left)}" y="{_f(HEAD - 8)}">{escape(unit)}</text>')
     return parts
 
 
@@ -119,20 +218,28 @@ def _usd(value: Decimal | None) -> str:
 
 
 def spend_chart(days: Sequence[DailySpend]) -> str:
-    """Daily spend as stacked bars: busy time below, idle time above."""
-    plot = _Plot(left=80, top=28, width=WIDTH - 80 - 16, height=240)
+    """Daily spend as stacked bars: busy time below, idle time above; a day far above the
+    others is cut at the axis' top (:func:`robust_top`)."""
+    left, width = 80.0, WIDTH - 80 - 16
     totals = [max(Decimal(0), d.busy_usd) + max(Decimal(0), d.idle_usd) for d in days]
-    top, step = scale(float(max(totals, default=Decimal(0))))
-    slot = plot.width / max(1, len(days))
+    top, step = scale(robust_top([[float(t) for t in totals]]))
+    slot = width / max(1, len(days))
     bar = slot * 0.72
-    x_of = {d.day: plot.left + (i + 0.5) * slot for i, d in enumerate(days)}
+    x_of = {d.day: left + (i + 0.5) * slot for i, d in enumerate(days)}
+    offs = [
+        _Off(x_of[d.day], bar / 2, _usd(total), f"{d.day} total")
+        for d, total in zip(days, totals, strict=True)
+        if float(total) > top
+    ]
+    plot = _Plot(left=left, top=HEAD + _band(offs), width=width, height=240)
     parts = [
         _open(
             "chart-spend",
             plot.bottom + 32,
             "Daily spend, busy and idle",
             f"Stacked bars, one per day over {len(days)} days: the cost of busy GPU time below, "
-            "the cost of idle GPU time above. The table below has the figures.",
+            "the cost of idle GPU time above. The table below has the figures."
+            + _off_note(len(offs), "day(s)", top),
         ),
         *_y_axis(plot, top, step, "USD per day"),
     ]
@@ -148,6 +255,7 @@ def spend_chart(days: Sequence[DailySpend]) -> str:
             f'<rect class="idle" x="{x}" y="{_f(y_idle)}" width="{_f(bar)}" '
             f'height="{_f(y_busy - y_idle)}" fill="{IDLE}"/></g>'
         )
+    parts += _off_scale(offs, plot, top)
     parts += _x_labels(plot, [d.day for d in days], x_of)
     parts += _swatches(plot, [("busy", BUSY), ("idle", IDLE)])
     return "".join(parts) + "</svg>"
@@ -156,10 +264,10 @@ def spend_chart(days: Sequence[DailySpend]) -> str:
 def _swatches(plot: _Plot, entries: Sequence[tuple[str, str]]) -> list[str]:
     parts, x = [], plot.left + plot.width - 80 * len(entries)
     for name, color in entries:
-        y = _f(plot.top - 18)
+        y = _f(HEAD - 18)
         parts.append(
             f'<rect x="{_f(x)}" y="{y}" width="12" height="12" fill="{color}"/>'
-            f'<text x="{_f(x + 16)}" y="{_f(plot.top - 8)}">{escape(name)}</text>'
+            f'<text x="{_f(x + 16)}" y="{_f(HEAD - 8)}">{escape(name)}</text>'
         )
         x += 80
     return parts
@@ -173,30 +281,45 @@ def series_of(names: Sequence[str]) -> list[Series]:
 
 
 def cost_chart(model_days: Sequence[ModelDay], series: Sequence[Series]) -> str:
-    """Cost per million tokens, one line per model; a day without tokens breaks the line."""
-    plot = _Plot(left=80, top=28, width=WIDTH - 80 - 24, height=240)
+    """Cost per million tokens, one line per model; a day without tokens breaks the line, and
+    a day far above its model's others is cut at the axis' top (:func:`robust_top`)."""
+    left, width = 80.0, WIDTH - 80 - 24
     days = sorted({m.day for m in model_days})
     values = {
         (m.model, m.day): m.cost_per_million_tokens_usd
         for m in model_days
         if m.cost_per_million_tokens_usd is not None
     }
-    top, step = scale(float(max(values.values(), default=Decimal(0))))
-    slot = plot.width / max(1, len(days))
-    x_of = {day: plot.left + (i + 0.5) * slot for i, day in enumerate(days)}
+    per_series: dict[str, list[float]] = {s.name: [] for s in series}
+    for (name, _), value in values.items():
+        per_series.setdefault(name, []).append(float(value))
+    top, step = scale(robust_top(per_series.values()))
+    slot = width / max(1, len(days))
+    x_of = {day: left + (i + 0.5) * slot for i, day in enumerate(days)}
+    offs = sorted(
+        (
+            _Off(x_of[day], 4.0, text(Cell(Kind.USD_PER_M, value)), f"{name}, {day}")
+            for (name, day), value in values.items()
+            if float(value) > top
+        ),
+        key=lambda off: off.x,
+    )
+    plot = _Plot(left=left, top=HEAD + _band(offs), width=width, height=240)
     parts = [
         _open(
             "chart-cost",
             plot.bottom + 32,
             "Cost per million useful tokens, per model, per day",
             f"One line per model ({len(series)}) over {len(days)} days; a gap is a day without "
-            "tokens. The legend names the lines; the table below has the figures.",
+            "tokens. The legend names the lines; the table below has the figures."
+            + _off_note(len(offs), "model-day(s)", top),
         ),
         *_y_axis(plot, top, step, "USD per million useful tokens"),
     ]
     for s in series:
         points = [(day, values.get((s.name, day))) for day in days]
         parts.append(_line(s, points, plot, top, x_of))
+    parts += _off_scale(offs, plot, top)
     parts += _x_labels(plot, days, x_of)
     return "".join(parts) + "</svg>"
 
