@@ -30,13 +30,15 @@ ENGINES: dict[str, Engine] = {
 def _read_families() -> frozenset[str]:
     """Every family a mapper may read: each engine's ``READS``, as the parser names their
     families (counters without ``_total``, histograms without their suffixes), and the
-    ``_created`` companions restarts are told by."""
+    ``_created`` companions restarts are told by. A histogram's series that come again in a
+    block without a TYPE line are families of their own names (``x_bucket``, ``x_count``)."""
     out: set[str] = set()
+    suffixes = ("_total", "_bucket", "_count", "_sum")
     for name in (n for m in (vllm, sglang, tgi, llamacpp, dcgm) for n in m.READS):
         base = name
-        for suffix in ("_total", "_bucket", "_count", "_sum"):
+        for suffix in suffixes:
             base = base.removesuffix(suffix)
-        out |= {name, base, base + "_total", base + "_created"}
+        out |= {name, base, base + "_created", *(base + suffix for suffix in suffixes)}
     return frozenset(out)
 
 
