@@ -2,8 +2,9 @@
 rows into day rows (UTC days: what a month's reads sum, 24 times fewer rows than its hours).
 
 A counter's increase over a bucket is restart-safe: a value lower than the one before it, or a
-changed ``_created`` timestamp beside it, is a reset, and the value after it counts whole. A
-counter child born after a good scrape that lacked it starts from zero (:func:`_birth`).
+changed ``_created`` timestamp beside it (both before their own samples: series_math's
+``started_anew``), is a reset, and the value after it counts whole. A counter child born after
+a good scrape that lacked it starts from zero (:func:`_birth`).
 
 Only the metrics of :mod:`agent.storage.rolled_up` get rows. A rolled-up histogram gets one
 ``histogram_rollups`` row per bucket time holding every bucket's increase, computed per ``le``
@@ -38,6 +39,7 @@ from agent.storage.db import insert_ignoring_conflicts
 from agent.storage.minute_context import CREATED_OF, TARGET_UP, MinuteContext, scrape_key
 from agent.storage.points import Point, Points, SeriesMeta
 from agent.storage.rolled_up import HISTOGRAM_ROLLUPS, SERIES_ROLLUPS, histogram_of
+from agent.storage.series_math import started_anew
 from migrations.schema import histogram_layouts, histogram_rollups, rollups, series
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
@@ -465,9 +467,10 @@ def _buckets(
 
 
 def _step(before: Point, after: Point, births: Mapping[datetime, float]) -> float:
-    """One pair's contribution to a counter's increase: a reset counts the value after it."""
-    born_before, born_after = births.get(before[0]), births.get(after[0])
-    restarted = born_before is not None and born_after is not None and born_after != born_before
+    """One pair's contribution to a counter's increase: a reset counts the value after it. The
+    ``_created`` times are read as raw windows read them (series_math.started_anew), so a
+    report and an alert over the same span agree."""
+    restarted = started_anew(before[0], births.get(before[0]), after[0], births.get(after[0]))
     if restarted or after[1] < before[1]:
         return after[1]
     return after[1] - before[1]

@@ -37,6 +37,7 @@ __all__ = [
     "histogram_quantile",
     "increase",
     "increase_many",
+    "started_anew",
     "window_quantile",
 ]
 
@@ -154,19 +155,39 @@ def _split_window(
     return baseline, samples[first_inside:past_end]
 
 
-def _born_within(created: float | None, start: datetime, end: datetime) -> bool:
-    """Whether a ``_created`` time (Unix seconds) lies within [start, end]."""
-    return created is not None and start.timestamp() <= created <= end.timestamp()
+def _born_within(created: float | None, ts: datetime, start: datetime, end: datetime) -> bool:
+    """Whether a sample at ``ts`` with this ``_created`` time (Unix seconds) was born within
+    [start, end]. A ``created`` not before its own sample says nothing (see ``started_anew``)."""
+    born = _start_of(ts, created)
+    return born is not None and start.timestamp() <= born <= end.timestamp()
 
 
-def _created_changed(before: float | None, after: float | None) -> bool:
-    # Unknown on either side proves nothing: fall back to the decrease test alone.
-    return before is not None and after is not None and before != after
+def _start_of(ts: datetime, created: float | None) -> float | None:
+    """A sample's start (``_created``) time where it means one: before the sample's own time
+    (see ``started_anew``)."""
+    return created if created is not None and created < ts.timestamp() else None
+
+
+def started_anew(
+    before: datetime, before_created: float | None, after: datetime, after_created: float | None
+) -> bool:
+    """Whether the ``_created`` times of two consecutive samples (at ``before`` and ``after``)
+    show a restart between them: both known and different.
+
+    A ``_created`` not before its own sample is not known: Prometheus reads a start timestamp
+    after its sample as invalid and one equal to it as OpenTelemetry's "unknown start"
+    (promql/functions.go isStartTimestampReset), so an invalid one on the earlier sample does
+    not make the next a restart. Unknown on either side proves nothing; a decrease still is a
+    restart, the caller's test.
+    """
+    earlier, later = _start_of(before, before_created), _start_of(after, after_created)
+    return earlier is not None and later is not None and earlier != later
 
 
 def _counter_step(before: Point, after: Point) -> float:
     """The increase between two consecutive samples; after a reset the counter began at 0."""
-    if after.value < before.value or _created_changed(before.created, after.created):
+    restarted = started_anew(before.ts, before.created, after.ts, after.created)
+    if restarted or after.value < before.value:
         return after.value
     return after.value - before.value
 
@@ -175,17 +196,17 @@ def increase(points: Sequence[Point], start: datetime, end: datetime) -> float |
     """Exact increase of one counter series over [start, end], in the counter's unit.
 
     ``points`` are sorted by ts; the last one at or before start is the baseline. Each reset
-    (a decrease, or a change of ``created``) counts the value after it in full. Without a
-    baseline the first sample in the window counts in full only when its ``created`` lies in
-    [start, end] (born in the window); otherwise it is the baseline. None when no sample lies in
-    (start, end]; 0.0 when samples exist but nothing moved.
+    (a decrease, or a change of a known ``created``: ``started_anew``) counts the value after it
+    in full. Without a baseline the first sample in the window counts in full only when its
+    ``created`` lies in [start, end] (born in the window); otherwise it is the baseline. None
+    when no sample lies in (start, end]; 0.0 when samples exist but nothing moved.
     """
     baseline, inside = _split_window(points, start, end)
     if not inside:
         return None
     if baseline is None:
         first = inside[0]
-        total = first.value if _born_within(first.created, start, end) else 0.0
+        total = first.value if _born_within(first.created, first.ts, start, end) else 0.0
         previous, rest = first, inside[1:]
     else:
         total, previous, rest = 0.0, baseline, inside
@@ -204,8 +225,9 @@ def increase_many(
 
 
 def _histogram_reset(before: HistogramPoint, after: HistogramPoint) -> bool:
-    """A restart between two samples of the same bucket set: any bucket fell, or created moved."""
-    if _created_changed(before.created, after.created):
+    """A restart between two samples of the same bucket set: any bucket fell, or a known
+    ``created`` changed (``started_anew``)."""
+    if started_anew(before.ts, before.created, after.ts, after.created):
         return True
     return any(b < a for a, b in zip(before.counts, after.counts, strict=True))
 
@@ -259,7 +281,7 @@ def _first_run(
     """(the opening run, the sample it is measured from, whether that sample is ``first``)."""
     if baseline is not None:
         return _RunBuilder.empty(baseline, start), baseline, False
-    if _born_within(first.created, start, end):
+    if _born_within(first.created, first.ts, start, end):
         return _RunBuilder.from_zero(first, start), first, True
     return _RunBuilder.empty(first, first.ts), first, True
 
@@ -269,12 +291,12 @@ def bucket_increases(
 ) -> list[Segment]:
     """Per-bucket increase of one histogram series over [start, end], one Segment per bucket set.
 
-    Same baseline rules as ``increase``; a reset is a fall of any bucket, a change of
-    ``created``, or a change of the bucket set, and the sample after it counts in full. A change
-    of bucket set also closes the segment, so buckets of different sets are never merged. A run
-    that covers no interval (a baseline immediately followed by another bucket set) yields no
-    segment, except that samples with nothing to count still yield one all-zero segment. Empty
-    when no sample lies in (start, end].
+    Same baseline rules as ``increase``; a reset is a fall of any bucket, a change of a known
+    ``created`` (``started_anew``), or a change of the bucket set, and the sample after it counts
+    in full. A change of bucket set also closes the segment, so buckets of different sets are
+    never merged. A run that covers no interval (a baseline immediately followed by another
+    bucket set) yields no segment, except that samples with nothing to count still yield one
+    all-zero segment. Empty when no sample lies in (start, end].
     """
     baseline, inside = _split_window(points, start, end)
     if not inside:

@@ -180,21 +180,25 @@ def _histories(
     buckets: Mapping[str, list[tuple[datetime, float]]],
     created: Mapping[str, list[tuple[datetime, float]]],
 ) -> dict[str, list[HistogramPoint]]:
-    """Per histogram series (labels without ``le``), its snapshots in time order."""
-    grouped: dict[str, dict[datetime, list[tuple[float, float]]]] = defaultdict(
-        lambda: defaultdict(list)
+    """Per histogram series (labels without ``le``), its snapshots in time order.
+
+    Series whose ``le`` spell one bound differently ("0.2", "2e-1", "2.0e-1": stored by another
+    version, or forwarded from another host) are one bucket, their counts summed, as PromQL's
+    histogram_quantile coalesces buckets with the same upper bound."""
+    grouped: dict[str, dict[datetime, dict[float, float]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(float))
     )
     for labels_json, points in buckets.items():
         labels = json.loads(labels_json)
         le = float(labels.pop("le"))
         key = json.dumps(labels, sort_keys=True, separators=(",", ":"))
         for ts, count in points:
-            grouped[key][ts].append((le, count))
+            grouped[key][ts][le] += count
     out: dict[str, list[HistogramPoint]] = {}
     for key, by_ts in grouped.items():
         born = dict(created.get(key, []))
         out[key] = [
-            HistogramPoint(ts, tuple(sorted(pairs)), born.get(ts))
-            for ts, pairs in sorted(by_ts.items())
+            HistogramPoint(ts, tuple(sorted(by_le.items())), born.get(ts))
+            for ts, by_le in sorted(by_ts.items())
         ]
     return out

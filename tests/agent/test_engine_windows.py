@@ -90,11 +90,15 @@ def test_token_increase_and_p99_are_exact_across_a_restart(version: str, open_ap
 
 
 def test_a_restart_hidden_from_the_decrease_test_is_caught_by_created(open_app: object) -> None:
-    traffic = Traffic(models=(MODEL,))
+    # The engine's clock is the scrapes' clock, as on one box: its `_created` times lie before
+    # the scrapes that read them (a start after its own sample is not one; series_math).
+    engine_clock = [at(-5).timestamp()]
+    traffic = Traffic(models=(MODEL,), clock=lambda: engine_clock[0])
     with EngineServer("vllm-0.33", traffic) as server:
         app = open_app(server.url)  # type: ignore[operator]
         traffic.serve(2)
         app.tick(at(0))
+        engine_clock[0] = (at(0) + timedelta(seconds=30)).timestamp()
         traffic.restart()
         after = list(traffic.serve(24))  # climbs past the old value before the next scrape
         app.tick(at(1))

@@ -82,6 +82,14 @@ def test_unknown_created_on_one_side_falls_back_to_the_decrease_test() -> None:
     assert increase(points, t(0), t(20)) == 25.0
 
 
+def test_a_created_not_before_its_own_sample_says_nothing() -> None:
+    # Prometheus reads a start after its sample as invalid, one at it as "unknown start".
+    invalid_then_valid = pts((0, 10, 5), (10, 30, 8))
+    assert increase(invalid_then_valid, t(0), t(10)) == 20.0  # no restart: 5 was no start
+    assert increase(pts((0, 10, 0), (10, 30, 8)), t(0), t(10)) == 20.0
+    assert increase(pts((15, 40, 16), (25, 90, 16)), t(10), t(30)) == 50.0  # not born at 16
+
+
 def test_series_born_in_window_counts_its_first_value_from_zero() -> None:
     points = pts((15, 40, 12), (25, 90, 12))
     assert increase(points, t(10), t(30)) == 90.0
