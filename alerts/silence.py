@@ -1,7 +1,7 @@
 """Silences, as Alertmanager's silence/ package has them: label matchers plus a time window.
 
 A silence mutes every alert whose labels satisfy all of its matchers while ``now`` lies in
-``[starts_at, ends_at)``. Silences are values: the agent creates them (and their ids), stores
+``[starts_at, ends_at]``. Silences are values: the agent creates them (and their ids), stores
 them and passes them in; nothing here reads a clock.
 """
 
@@ -206,14 +206,14 @@ class Silence:
         return all(m.matches(labels) for m in self.matchers)
 
     def expire(self, now: datetime) -> Silence:
-        """This silence ended at ``now`` (``silence expire ID``).
-
-        As Alertmanager's Expire does, a pending silence gets its start moved to ``now`` too,
-        and expiring an expired silence is an error rather than a silent rewrite of history.
+        """This silence ended at ``now`` (``silence expire ID``), as Alertmanager's Expire
+        (silence.go expire): a pending silence gets its start moved to ``now`` too, and an
+        expired one comes back unchanged, its end kept (expiring is idempotent; history is
+        never rewritten).
         """
         state = self.state(now)
         if state is SilenceState.EXPIRED:
-            raise ValueError(f"silence {self.id} has already expired")
+            return self
         starts_at = now if state is SilenceState.PENDING else self.starts_at
         return replace(self, starts_at=starts_at, ends_at=now)
 

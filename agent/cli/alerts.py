@@ -205,10 +205,12 @@ def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
     engine = open_database(config.database_url)
     try:
         with engine.begin() as conn:
+            zone = ZoneInfo(config.timezone)
             if args.silence_command == "list":
-                return _list(args, conn, now, ZoneInfo(config.timezone))
-            action = {"add": _add, "expire": _expire}[args.silence_command]
-            return action(args, conn, now)
+                return _list(args, conn, now, zone)
+            if args.silence_command == "expire":
+                return _expire(args, conn, now, zone)
+            return _add(args, conn, now)
     finally:
         engine.dispose()
 
@@ -278,17 +280,19 @@ def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
     }
 
 
-def _expire(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+def _expire(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) -> int:
     from agent.alerting import store as alert_store
 
     found = {s.id: s for s in alert_store.load_silences(conn)}
     silence = found.get(args.id)
     if silence is None:
         raise CliError(f"silence expire: no silence with id {args.id!r} (see `silence list`)")
-    try:
-        ended = silence.expire(now)
-    except ValueError as exc:
-        raise CliError(f"silence expire: {exc}") from None
-    alert_store.save_silence_end(conn, ended)
+    if silence.state(now) is SilenceState.EXPIRED:
+        # Alertmanager's Expire is idempotent: nothing to do is not a failure (a script that
+        # expires a silence twice, or one that ran out meanwhile, succeeds).
+        ended = _when(silence.ends_at, zone)
+        print(f"silence {silence.id} had already expired at {ended}; nothing changed")
+        return 0
+    alert_store.save_silence_end(conn, silence.expire(now))
     print(f"silence {silence.id} expired")
     return 0

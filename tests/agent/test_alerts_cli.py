@@ -11,11 +11,13 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.alerting.evaluation import Alerting
+from agent.alerting.store import add_silence
 from agent.cli.main import main
 from agent.config.settings import load_config
 from agent.storage.db import open_database, upgrade_database
 from alerts.model import AlertKey, Condition
 from alerts.rules import DEFAULT_RULES
+from alerts.silence import Silence, parse_matcher
 from tests.agent.column_checks import assert_aligned
 
 GPU = {"host": "box", "gpu_index": "0", "gpu_uuid": "GPU-a"}
@@ -153,8 +155,63 @@ def test_silence_add_list_expire(config_path: str, capsys: pytest.CaptureFixture
     out = run(capsys, "silence", "list", "--all", "--config", config_path)[1]
     assert silence_id in out and "expired" in out
 
-    code, _, err = run(capsys, "silence", "expire", silence_id, "--config", config_path)
-    assert code == 1 and "already expired" in err
+    # Again: Alertmanager's Expire is idempotent, so is this (exit 0, nothing written).
+    code, out, _ = run(capsys, "silence", "expire", silence_id, "--config", config_path)
+    assert code == 0 and out.startswith(f"silence {silence_id} had already expired at ")
+    assert out.endswith("; nothing changed\n")
+
+
+AM_SILENCES = json.loads(
+    (Path(__file__).parents[1] / "alerts" / "data" / "alertmanager_silences.json").read_text(
+        encoding="utf-8"
+    )
+)
+
+
+def test_silence_expire_as_alertmanagers_own_test_expires(
+    config_path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """silence_test.go TestSilenceExpire through the command line, its clock injected: a
+    pending, an active and an expired silence are each expired at now, without an error."""
+    case = AM_SILENCES["TestSilenceExpire"]
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    def moment(seconds: float) -> datetime:
+        return now + timedelta(seconds=seconds)
+
+    engine = open_database(load_config(config_path).database_url)
+    with engine.begin() as conn:
+        for given in case["silences"]:
+            matchers = tuple(parse_matcher(m) for m in given["matchers"])
+            start, end = moment(given["starts_at"]), moment(given["ends_at"])
+            add_silence(
+                conn, Silence(given["id"], matchers, start, end, "ana", "case"), moment(-7200)
+            )
+    engine.dispose()
+
+    monkeypatch.setattr("agent.cli.main.utc_now", lambda: moment(case["expire_at"]))
+    outs = {}
+    for given in case["silences"]:
+        code, outs[given["id"]], _ = run(
+            capsys, "silence", "expire", given["id"], "--config", config_path
+        )
+        assert code == 0, given["id"]
+    assert outs["pending"] == "silence pending expired\n"
+    assert outs["active"] == "silence active expired\n"
+    assert outs["expired"] == (
+        "silence expired had already expired at 2026-12-01 11:59:00 UTC; nothing changed\n"
+    )
+
+    monkeypatch.setattr("agent.cli.main.utc_now", lambda: moment(case["checked_at"]))
+    listed = json.loads(
+        run(capsys, "silence", "list", "--all", "--json", "--config", config_path)[1]
+    )
+    found = {s["id"]: s for s in listed["silences"]}
+    for given in case["silences"]:
+        shown, after = found[given["id"]], given["upstream_after"]
+        assert shown["state"] == "expired"
+        assert datetime.fromisoformat(shown["starts_at"]) == moment(after["starts_at"])
+        assert datetime.fromisoformat(shown["ends_at"]) == moment(after["ends_at"])
 
 
 def test_silence_list_shows_local_times_in_aligned_columns(

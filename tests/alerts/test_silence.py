@@ -170,9 +170,44 @@ def test_expire_a_pending_silence_moves_its_start_too() -> None:
     assert expired.state(T0 + timedelta(microseconds=1)) is SilenceState.EXPIRED
 
 
-def test_expire_twice_is_an_error() -> None:
-    with pytest.raises(ValueError, match="already expired"):
-        _silence("host=box-a").expire(T0 + timedelta(hours=3))
+AM_SILENCES = json.loads(
+    (Path(__file__).parent / "data" / "alertmanager_silences.json").read_text(encoding="utf-8")
+)
+
+
+def _from_case(case: dict[str, Any], id: str = "s1") -> Silence:
+    matchers = tuple(parse_matcher(m) for m in case["matchers"])
+    at = [T0 + timedelta(seconds=case[k]) for k in ("starts_at", "ends_at")]
+    return Silence(id, matchers, at[0], at[1], "", "")
+
+
+def test_expire_as_alertmanagers_own_test_expires() -> None:
+    """TestSilenceExpire: a pending silence ends (and starts) now, an active one ends now, and
+    an expired one is left as it was; expiring it again is no error (Alertmanager: a no-op)."""
+    case = AM_SILENCES["TestSilenceExpire"]
+    now = T0 + timedelta(seconds=case["expire_at"])
+    for given in case["silences"]:
+        silence = _from_case(given, given["id"])
+        ended = silence.expire(now)
+        after = given["upstream_after"]
+        assert (ended.starts_at, ended.ends_at) == (
+            T0 + timedelta(seconds=after["starts_at"]),
+            T0 + timedelta(seconds=after["ends_at"]),
+        ), given["id"]
+        assert ended.expire(now) == ended  # and once more: still nothing changes
+        checked = T0 + timedelta(seconds=case["checked_at"])
+        assert ended.state(checked) is SilenceState.EXPIRED
+
+
+@pytest.mark.parametrize(
+    "case", AM_SILENCES["TestValidateSilence"], ids=lambda c: c["upstream_error"] or "valid"
+)
+def test_silences_alertmanager_refuses_are_refused(case: dict[str, Any]) -> None:
+    if not case["upstream_error"]:
+        assert _from_case(case).matches({"a": "b"})
+        return
+    with pytest.raises(ValueError):
+        _from_case(case)
 
 
 @pytest.mark.parametrize(
