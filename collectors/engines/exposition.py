@@ -178,9 +178,9 @@ def _compact(family: Metric, strings: dict[str, str]) -> Metric:
     """``family`` with each sample's name, label names and label values shared with every
     equal string seen in this body. The parser makes new strings for every sample; a vLLM
     histogram repeats the same few (``model_name``, ``engine``, each ``le``) on every bucket of
-    every series, so a kept family held them hundreds of times over: about 450 kB of a 150 kB
-    body's kept families, now about half that (bench/memory.py: two targets parsed at once are
-    the largest part of a 1 s tick's peak)."""
+    every series, so unshared, a kept family holds them hundreds of times over, about half of
+    what its families take (two targets parsed at once are the largest part of a 1 s tick's
+    peak)."""
     share = strings.setdefault
     family.samples = [
         sample._replace(
@@ -233,8 +233,8 @@ def _restore_reserved(family: Metric) -> None:
 def _lines(text: str) -> Iterator[str]:
     """The lines of ``text`` as ``io.StringIO(text)`` yields them (each with its "\n", split on
     "\n" only), without the copy StringIO makes: it holds a body as 4 bytes a character, 600 kB
-    for a 150 kB vLLM body, held through the whole parse (bench/memory.py: the largest part of
-    a tick's peak, two targets parsed at once)."""
+    for a 150 kB vLLM body, held through the whole parse (the largest part of a tick's peak,
+    two targets parsed at once)."""
     start, end = 0, len(text)
     while start < end:
         stop = text.find("\n", start, end)
