@@ -1,18 +1,19 @@
-"""Benchmark: `gpuwatch import focus` on large FOCUS exports and a gzip bomb (issue 13).
+"""Benchmark: what do `gpuwatch import focus` of a large FOCUS export and of a gzip bomb cost,
+in time and memory?
 
-    python bench/focus_import.py [--rows 20000 200000] [--keep DIR]
+    python bench/focus_import.py [--rows 20000 200000] [--bomb-mib 1024] [--no-bomb] [--keep DIR]
 
-Writes FOCUS 1.0 exports shaped like the official AWS sample (tests/fixtures/focus), every
-row a distinct hourly charge (a resource per row, an hour per 100 rows), about 740 bytes a
-row as in the issue's 148 MB file of 200,000 rows. Each is imported by the real command
-(`gpuwatch import focus`, a subprocess on a fresh, migrated SQLite database), and its wall
-time and peak RSS (the child's ru_maxrss) are printed next to the baseline measured in the
-same run: a subprocess that only reads and splits the same file with the csv module, which is
-the least any import must spend. Then a gzip bomb (1 GiB of one repeated valid row compressed to
-about 1 MB) is imported the same way: it must be refused quickly, with little memory.
+FOCUS 1.0 exports shaped like the official AWS sample (tests/fixtures/focus), every row a
+distinct hourly charge (a resource per row, an hour per 100 rows), about 740 bytes a row (the
+200,000-row file is ~148 MB), for each size of ``--rows``; then a gzip bomb: the first row
+repeated to ``--bomb-mib`` MiB, compressed to about a thousandth of that (valid rows all; only
+the ratio tells it from a real export). Each file is imported by the real command (a fresh
+process on a fresh, migrated SQLite database): its wall time and its own peak RSS (VmHWM as it
+exits), next to the baseline measured in the same run: a process that only reads and splits the
+same file with the csv module, the least any import must spend.
 
-Targets (issue 13): peak RSS under 100 MB whatever the file's size; time growing linearly
-with the rows (the 200k file about ten times the 20k one).
+Targets: peak RSS under 100 MB whatever the file's size; time linear in the rows (10 x the rows,
+about 10 x the time); the bomb refused quickly, with little memory.
 """
 
 from __future__ import annotations
@@ -30,9 +31,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.common import verdict  # noqa: E402
+from tests.cli_peak import PEAK_OF_CLI  # noqa: E402
+
 SAMPLE = REPO / "tests" / "fixtures" / "focus" / "focus-sample-aws.csv"
 PYTHON = sys.executable
-BOMB_BYTES = 1 << 30  # what the bomb would decompress to
+PEAK_TARGET_MB = 100.0
 
 BASELINE = """
 import csv, gzip, sys
@@ -43,6 +49,7 @@ with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
     for _ in csv.reader(fh):
         n += 1
 print(n)
+print([x for x in open("/proc/self/status") if x.startswith("VmHWM")][0].strip(), file=sys.stderr)
 """
 
 
@@ -77,29 +84,28 @@ def write_export(path: Path, rows: int) -> None:
             writer.writerow(row)
 
 
-def write_bomb(path: Path, plain: Path) -> None:
-    """The first row of ``plain`` repeated up to BOMB_BYTES, gzip-compressed as it goes, as a
-    bomb is made: one short pattern compresses near deflate's limit (about 1000:1). Valid rows
-    all; only the ratio tells it from a real export."""
+def write_bomb(path: Path, plain: Path, size: int) -> None:
+    """The first row of ``plain`` repeated up to ``size`` bytes, gzip-compressed as it goes, as
+    a bomb is made: one short pattern compresses near deflate's limit (about 1000:1)."""
     with plain.open("rb") as fh:
         header = fh.readline()
         row = fh.readline()
     block = row * ((1 << 20) // len(row))
     with gzip.open(path, "wb", compresslevel=9) as out:
         out.write(header)
-        for _ in range(BOMB_BYTES // len(block)):
+        for _ in range(max(1, size // len(block))):
             out.write(block)
 
 
 def measure(args: list[str], env: dict[str, str]) -> Run:
+    """A process's wall time and its own peak RSS, which it says on stderr as it exits (a
+    child's ru_maxrss would also count the pages of this process it was forked from)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert proc.stdout is not None
-    output = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False, cwd=REPO)
     seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(seconds, usage.ru_maxrss / 1024, proc.returncode, output.strip())
+    peak = int(done.stderr.rsplit("VmHWM:", 1)[1].split()[0]) / 1024
+    output = (done.stdout + done.stderr.rsplit("VmHWM:", 1)[0]).strip()
+    return Run(seconds, peak, done.returncode, output)
 
 
 def import_file(path: Path, workdir: Path) -> Run:
@@ -107,11 +113,11 @@ def import_file(path: Path, workdir: Path) -> Run:
     db.unlink(missing_ok=True)
     env = {**os.environ, "GPUWATCH_DATABASE_URL": f"sqlite:///{db}"}
     env.pop("GPUWATCH_CONFIG", None)
-    gpuwatch = [PYTHON, "-m", "agent.cli.main"]
-    upgrade = subprocess.run([*gpuwatch, "db", "upgrade"], env=env, capture_output=True)
-    if upgrade.returncode:
-        sys.exit(f"db upgrade failed: {upgrade.stderr.decode()}")
-    return measure([*gpuwatch, "import", "focus", str(path)], env)
+    upgrade = [PYTHON, "-m", "agent.cli.main", "db", "upgrade"]
+    done = subprocess.run(upgrade, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"db upgrade failed: {done.stderr}")
+    return measure([PYTHON, "-c", PEAK_OF_CLI, "import", "focus", str(path)], env)
 
 
 def baseline(path: Path) -> Run:
@@ -119,16 +125,20 @@ def baseline(path: Path) -> Run:
 
 
 def report(what: str, run: Run) -> None:
-    tail = run.output.splitlines()[-1] if run.output else ""
-    print(f"  {what:<34} {run.seconds:8.1f} s  {run.peak_mb:7.1f} MB peak  rc {run.rc}  {tail}")
+    tail = run.output.splitlines()[-1][:90] if run.output else ""
+    print(f"  {what:<28} {run.seconds:7.2f} s  {run.peak_mb:6.1f} MB peak  rc {run.rc}  {tail}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, nargs="+", default=[20_000, 200_000])
-    parser.add_argument("--keep", type=Path, help="write the files here and keep them")
+    parser.add_argument("--bomb-mib", type=int, default=1024, help="the bomb, decompressed")
     parser.add_argument("--no-bomb", action="store_true")
+    parser.add_argument("--keep", type=Path, help="write the files here and keep them")
     args = parser.parse_args()
+    peaks: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -137,23 +147,27 @@ def main() -> None:
         for rows in args.rows:
             plain = workdir / f"focus-{rows}.csv"
             write_export(plain, rows)
-            size_mb = plain.stat().st_size / 1e6
-            print(f"{rows:,} rows, {size_mb:.0f} MB ({plain.name})")
+            print(f"{rows:,} rows, {plain.stat().st_size / 1e6:.0f} MB")
             report("baseline: csv.reader only", baseline(plain))
             run = import_file(plain, workdir)
             report("gpuwatch import focus", run)
-            timings[rows] = run.seconds
+            timings[rows], peaks = run.seconds, [*peaks, run.peak_mb]
         if len(timings) > 1:
             (small, t_small), (big, t_big) = min(timings.items()), max(timings.items())
-            print(f"time ratio {big // small}x rows: {t_big / t_small:.1f}x seconds")
+            print(f"linear: {big / small:g} x the rows took {t_big / t_small:.1f} x the time")
         if not args.no_bomb:
             bomb = workdir / "bomb.csv.gz"
-            write_bomb(bomb, plain)
-            mb = bomb.stat().st_size / 1e6
-            print(f"gzip bomb: {mb:.1f} MB compressed, {BOMB_BYTES / 2**30:.0f} GiB inside")
+            write_bomb(bomb, plain, args.bomb_mib << 20)
+            print(f"gzip bomb: {bomb.stat().st_size / 1e6:.1f} MB compressed, "
+                  f"{args.bomb_mib:,} MiB inside")  # fmt: skip
             report("baseline: csv.reader only", baseline(bomb))
-            report("gpuwatch import focus", import_file(bomb, workdir))
+            run = import_file(bomb, workdir)
+            report("gpuwatch import focus", run)
+            peaks.append(run.peak_mb)
+    print(f"target: peak RSS < {PEAK_TARGET_MB:g} MB -> {max(peaks):.1f} MB, "
+          f"{verdict(max(peaks) < PEAK_TARGET_MB)}")  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,44 +1,34 @@
-"""Benchmark: the running daemon's memory over time (issue 11): is it flat, and how big is it?
+"""Benchmark: how much memory does the running daemon hold, and does it stay flat?
 
-    python bench/memory.py [--minutes 60] [--sample-seconds 5] [--warmup-minutes M]
+    python bench/memory.py [--minutes 60] [--warmup-minutes M] [--sample-seconds 5] [--csv PATH]
 
-Starts the real daemon (``gpuwatch run --config ...``, a subprocess with a temporary state
-directory, SQLite at its default place, already migrated by ``gpuwatch db upgrade`` as on every
-start but a box's first, ``[daemon] interval_seconds = 1``) over the fake
-libnvidia-ml.so.1 with 8 busy GPUs (tests/fakenvml) and 2 vLLM 0.33 targets served by the engine
-simulator from this process (each 2 models x 2 data-parallel engines, every histogram; gauges
-moving every 5 s, a request completing per engine a minute). Like Prometheus would, this
-process scrapes the daemon's own /metrics every 15 s. Every ``--sample-seconds`` it reads the
-daemon's VmRSS (/proc/PID/status), PSS (/proc/PID/smaps_rollup) and the highest RSS since the
-reading before (VmHWM, reset after each reading through /proc/PID/clear_refs), and prints at
-the end: RSS at its first stored tick, after warm-up and at the end, the peak (the highest
-VmHWM), and the slopes by least squares over the samples after warm-up, of RSS and of the
-interval peaks, in MB per hour, and over each whole hour after it; and the median of each 10
-minutes. RSS read at an instant misses a tick's own peak when the instant falls between ticks
-(a tick at 1 s holds ~0.8 MB more for its first tenth of a second): the sampler's instant
-drifts against the tick, so RSS alone rose and fell by that much every ~20 minutes.
-Warm-up is 15 minutes by default (a quarter of shorter runs): measured, the daemon climbs for
-its first 10-15 minutes (caches, allocator pools and the history its minute jobs and alert
-windows read all filling up) and only then reaches the level a leak would rise from. The
-hourly jobs (the hour rollup, packing the head's hour into chunks) first run about 60-70
-minutes in, and SQLAlchemy compiles and caches their statements then (the box of
-bench/storage_scenario.py at 10 s ticks: 85 compiled statements through its first hour, 102
-from 80 minutes on, none added in the 70 minutes after); a run with ``--warmup-minutes 75``
-and ``--minutes 140`` shows the hour after those.
+The real daemon (``gpuwatch run``, a subprocess with a temporary state directory, SQLite at its
+default place, migrated beforehand by ``gpuwatch db upgrade`` as on every start but a box's
+first) at ``interval_seconds = 1``, the shortest the configuration takes, over the fake
+libnvidia-ml.so.1 with 8 busy GPUs and 2 vLLM 0.33 targets served by the engine simulator from
+this process (each 2 models x 2 data-parallel engines, every histogram; gauges moving every
+5 s, a request completing per engine a minute); this process scrapes the daemon's /metrics
+every 15 s, as Prometheus would. Every ``--sample-seconds`` it reads the daemon's RSS, PSS and
+the highest RSS since the reading before (VmHWM, reset after each reading through
+/proc/PID/clear_refs: a 1 s tick holds about a megabyte more for its first tenth of a second,
+which a reading at an instant misses).
 
-Baselines, measured in the same run:
-- a bare Python process that imported pynvml and initialised NVML (as bench/tick.py);
-- a Python process that imported what `gpuwatch run` imports (agent.cli.main and the daemon's
-  modules) and initialised NVML, without ticking: what the code costs before any data;
-- the daemon's own RSS after warm-up (the slope is measured against it).
+Printed: RSS at the first stored tick, after the warm-up and at the end; the peak (the highest
+VmHWM); the least-squares slopes of RSS and of the interval peaks after the warm-up, overall
+and per whole hour; the median of each 10 minutes. The warm-up (default 15 minutes, a quarter
+of shorter runs) is where caches, allocator pools and the alert windows fill. The hourly jobs
+(the hour rollup, packing the head's hour into chunks about 13 minutes past the hour) first
+run 60-75 minutes in and step the level by a few tenths of a MiB in a young daemon's first
+hours: ``--minutes 165 --warmup-minutes 75`` measures the hour after the second packing.
 
-Units: MB here means MiB (2**20 bytes: /proc's kB divided by 1024, as ps, top, free and
-systemd's ``MemoryMax=`` count, and as bench/tick.py measured the issue's own figures); each
-figure in MB of 10**6 bytes is 4.9 % higher, and the final target line prints the peak in both.
+Baselines, in the same run: a bare Python that imported pynvml and initialised NVML, and a
+Python that imported what `gpuwatch run` imports and initialised NVML, without ticking (what
+the code costs before any data).
 
-Targets (issue 11): RSS at most 70 MB, and flat. "Flat" here means no upward slope beyond
-noise: a slope under 0.5 MB/hour, or one that is not above twice its own standard error
-(RSS moves in pages and allocator chunks, so a perfectly level line is not expected).
+MB here are MiB (/proc's kB over 1024, as ps, top and systemd's ``MemoryMax=`` count); the
+target line also gives the peak in MB of 10**6 bytes. Targets: RSS at most 70 MiB, and flat:
+a slope under 0.5 MiB/hour, or not above twice its own standard error (RSS moves in pages and
+allocator chunks, so a perfectly level line is not expected).
 """
 
 from __future__ import annotations
@@ -47,7 +37,6 @@ import argparse
 import math
 import os
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -68,8 +57,7 @@ sys.path.insert(0, str(REPO))
 
 from agent.sim.render import content_type, render  # noqa: E402
 from agent.sim.traffic import Traffic  # noqa: E402
-from bench.tick import fake_library, hardware  # noqa: E402
-from tests.fakenvml.build import write_config  # noqa: E402
+from bench.common import busy_gpus, free_port, nvml_env  # noqa: E402
 
 RSS_TARGET_MB = 70.0
 MB_PER_MIB = 2**20 / 10**6  # the bench's MB are MiB; the target line also gives SI MB
@@ -278,12 +266,6 @@ def scraping(port: int, stop: threading.Event) -> Iterator[list[int]]:
         thread.join()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def write_daemon_config(work: Path, urls: list[str], metrics_port: int) -> Path:
     targets = "".join(
         f'[[targets]]\nname = "vllm-{i}"\nurl = "{url}"\nengine = "vllm"\n\n'
@@ -430,8 +412,10 @@ def levels(readings: list[Reading], field: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=60.0, help="of sampling (default 60)")
     parser.add_argument("--sample-seconds", type=float, default=5.0)
     parser.add_argument(
         "--warmup-minutes", type=float, help="default: 15, or a quarter of shorter runs"
@@ -447,11 +431,9 @@ def main() -> int:
         work = Path(tmp)
         state = work / "state"
         state.mkdir(mode=0o700)
-        libdir = fake_library(work)
         env = {
             **os.environ,
-            "LD_LIBRARY_PATH": str(libdir),
-            "FAKE_NVML_CONFIG": str(write_config(work / "hardware.txt", hardware())),
+            **nvml_env(work, busy_gpus()),
             "PYTHONPATH": str(REPO),
             "STATE_DIRECTORY": str(state),
             "HOME": str(work),  # no user config of whoever runs the bench
@@ -468,7 +450,7 @@ def main() -> int:
         # Every start but a box's first finds its database at the newest schema: migrate it first
         # (a separate process), so the daemon measured is the one that runs for months.
         upgrade = [str(DAEMON), "--log-level", "WARNING", "db", "upgrade", "--config", str(config)]
-        subprocess.run(upgrade, env=env, cwd=work, check=True)
+        subprocess.run(upgrade, env=env, cwd=work, check=True, stdout=subprocess.DEVNULL)
         command = [str(DAEMON), "--log-level", "WARNING", "run", "--config", str(config)]
         proc = subprocess.Popen(command, env=env, cwd=work)
         try:

@@ -1,26 +1,26 @@
-"""Benchmark: what one minute rollup run costs, against the history and the hosts it shares with.
+"""Benchmark: does one minute rollup run cost its own new minute, whatever the history and
+the hosts beside it?
 
     python bench/rollup.py [--history-days 7] [--hosts 16] [--runs 8]
 
-A daemon's rollup runs every minute for years, and in a fleet next to every other host's: each
-run must cost its own new minute, not the history before it nor the other hosts. The fleet of
-bench/cost.py (8 GPUs per host, two serving targets, ticks every 10 s as the daemon's default)
-is loaded into a fresh SQLite database; host 0 is made steady (its minute and hour watermarks
-ten minutes before the end, as a daemon that keeps up has them), then its real ``Rollup`` job,
-metering the cost ledger, rolls up one new minute per run. Four databases:
+A daemon's rollup runs every minute for years, and in a fleet's database next to every other
+host's: each run must cost its new minute, not the history before it nor the other hosts. The
+fleet of bench/fleet.py (8 GPUs and two serving targets per host, ticks every 10 s as the
+daemon's default) is loaded into a fresh SQLite database; host 0 is made steady (its minute and
+hour watermarks ten minutes before the end, as a daemon that keeps up has them, and every
+host's raw hours before that packed into chunks, as its rollup job has packed them; host 0's
+packing timed per hour: the job's extra work once an hour); then its real rollup job, metering
+the cost ledger, rolls up one new minute per run. Three databases:
 
-- 1 host with 1 hour of raw history, and 1 host with ``--history-days`` of it;
-- ``--hosts`` hosts with 1 hour each, host 0's runs timed (against the 1-host hour above).
+- 1 host with 1 hour of raw history (the baseline);
+- 1 host with ``--history-days`` of it;
+- ``--hosts`` hosts with 1 hour each.
 
-Before timing, every host's raw hours before that mark are packed into chunks, as the rollup job
-of a daemon that keeps up has packed them; host 0's packing is timed per hour (the job's extra
-work once an hour, printed beside). Per database: the first run, which has no carried
-baselines and looks each series' baseline up in the raw samples once (a database from before
-carrying, or a first start); the median of the steady runs after it, which read the carried
-baselines; and, as the floor measured in the same run, a bare read of the same new minute's raw
-rows of host 0 (what no rollup can do without).
-Steady runs must cost the same, within noise, with 1 hour and with days of history, and with 1
-and with many hosts.
+Per database: the first run (no carried baselines: each series' baseline looked up in the raw
+samples once, as on a first start), the median of ``--runs`` steady runs after it, and as the
+floor, in the same run, a bare read of the same new minute's raw rows of host 0 (what no rollup
+can do without). Target: steady runs flat (within 1.5 x the baseline's median, this machine's
+noise) with days of history and with many hosts.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ from agent.cost.metering import metered_rollup  # noqa: E402
 from agent.storage import raw  # noqa: E402
 from agent.storage.db import open_database, upgrade_database  # noqa: E402
 from agent.storage.rollup import COMPACT, MINUTE, bucket_of  # noqa: E402
-from bench.cost_fill import load  # noqa: E402
-from bench.cost_fleet import GPUS_PER_HOST, T0, Fleet, build_fleet, rate_card  # noqa: E402
+from bench.common import verdict  # noqa: E402
+from bench.fleet import GPUS_PER_HOST, T0, Fleet, build_fleet, load, rate_card  # noqa: E402
 from migrations.schema import rollup_state, samples, series  # noqa: E402
 
 STEP = 10.0  # the daemon's default tick
+FLAT = 1.5  # a steady run's median against the baseline's: this machine's run-to-run noise
 HOUR_OF_HISTORY = 1 / 24
 
 
@@ -101,7 +102,7 @@ def floor(engine: Engine, host: str, start: datetime) -> float:
     return time.perf_counter() - begin
 
 
-def measure(label: str, days: float, hosts: int, runs: int, folder: Path) -> None:
+def measure(label: str, days: float, hosts: int, runs: int, folder: Path) -> float:
     fleet = scenario(days, hosts)
     url = f"sqlite:///{folder / f'{hosts}-{days:.4f}.db'}"
     upgrade_database(url)
@@ -128,16 +129,20 @@ def measure(label: str, days: float, hosts: int, runs: int, folder: Path) -> Non
         times.append(time.perf_counter() - begin)
         assert result.minutes >= 1, result
     engine.dispose()
+    steady_median = statistics.median(times[1:])
+    packed = f"{statistics.median(packing) * 1e3:6.1f} ms" if packing else "     -   "
     print(
-        f"{label:<34} {rows:>10,} raw rows (load {loaded:5.1f} s)  first {times[0] * 1e3:8.1f} ms"
-        f"  steady median {statistics.median(times[1:]) * 1e3:7.1f} ms"
-        f"  floor {statistics.median(floors) * 1e3:6.2f} ms"
-        f"  packing an hour {statistics.median(packing) * 1e3 if packing else 0:6.1f} ms"
+        f"{label:<38} {rows:>10,} raw rows (load {loaded:5.1f} s)  first {times[0] * 1e3:7.1f} ms"
+        f"  steady median {steady_median * 1e3:6.1f} ms"
+        f"  floor {statistics.median(floors) * 1e3:5.2f} ms  packing an hour {packed}"
     )
+    return steady_median
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--history-days", type=float, default=7.0)
     parser.add_argument("--hosts", type=int, default=16)
     parser.add_argument("--runs", type=int, default=8, help="steady runs timed per database")
@@ -145,12 +150,16 @@ def main() -> None:
     print(f"one new minute per run, host 0 of 8 GPUs and 2 targets, ticks every {STEP:.0f} s")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        measure("1 host, 1 hour of history", HOUR_OF_HISTORY, 1, args.runs, folder)
-        measure(f"1 host, {args.history_days:g} days of history", args.history_days, 1,
-                args.runs, folder)  # fmt: skip
-        measure(f"{args.hosts} hosts, 1 hour of history each", HOUR_OF_HISTORY, args.hosts,
-                args.runs, folder)  # fmt: skip
+        base = measure("baseline: 1 host, 1 hour of history", HOUR_OF_HISTORY, 1, args.runs, folder)
+        days = measure(f"1 host, {args.history_days:g} days of history", args.history_days, 1,
+                       args.runs, folder)  # fmt: skip
+        hosts = measure(f"{args.hosts} hosts, 1 hour of history each", HOUR_OF_HISTORY,
+                        args.hosts, args.runs, folder)  # fmt: skip
+    worst = max(days, hosts) / base
+    print(f"target: steady run flat, <= {FLAT:g} x the baseline's -> history {days / base:.2f} x, "
+          f"hosts {hosts / base:.2f} x, {verdict(worst <= FLAT)}")  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -42,7 +42,6 @@ from agent.storage.buckets import (
     write_merged,
     write_minute_rows,
 )
-from agent.storage.buckets import _birth as _birth  # bench/cost_answers.py reads births
 from agent.storage.minute_batches import BATCH_POINTS, minute_batches
 from agent.storage.minute_context import MinuteContext
 from agent.storage.points import Point, Points, SeriesMeta

@@ -1,15 +1,27 @@
-"""The box of bench/storage.py: 8 fake GPUs and 2 vLLM 0.33 targets, ticked over simulated time.
+"""The box several benchmarks tick: 8 fake GPUs and 2 vLLM 0.33 targets, over simulated time.
 
-The hardware is the fake libnvidia-ml.so.1 (tests/fakenvml), whose "hardware" file is rewritten
-every tick so that utilisation, power, temperature and the energy counter move as on a busy box
-(values that never change would flatter any compressing store). Each target is an
-:class:`EngineServer` rendering vLLM 0.33 (V1 engine: every histogram, ``_created`` children)
-for 2 models x 2 data-parallel engines; between ticks each target completes one more request,
-taking its (model, engine) in turn, and every engine's gauges move.
+Not a benchmark: bench/tick.py, bench/storage.py, bench/fleet_ingest.py and bench/outage.py
+run it.
+
+The hardware is the fake libnvidia-ml.so.1, whose "hardware" file is rewritten every tick so
+that utilisation, power, temperature and the energy counter move as on a busy box (values that
+never change would flatter any compressing store). Each target is an :class:`EngineServer`
+rendering vLLM 0.33 (V1 engine: every histogram, ``_created`` children) for 2 models x 2
+data-parallel engines; between ticks each target completes one more request, taking its
+(model, engine) in turn, and every engine's gauges move.
 
 The daemon's own objects do the work: :meth:`App.tick` every ``daemon.interval_seconds`` of the
-default config, :meth:`App.roll_up` (the real rollup job and the cost signals) every simulated
-minute, and the fleet-lead check, as ``agent.daemon.service.Daemon`` schedules them.
+default config (or the interval given), :meth:`App.roll_up` (the real rollup job and the cost
+signals) every simulated minute, and the fleet-lead check, as ``agent.daemon.service.Daemon``
+schedules them.
+
+The simulator recounts every histogram from every request served so far on each render, which
+over hours of traffic makes a render take seconds. Between two renders a histogram's
+observations only grow at the end (requests are appended in serve order and nothing restarts
+here), so :func:`incremental_counts` counts only the new tail onto the counts of the longest
+earlier call whose values are an exact prefix (checked element by element); the result is the
+tuple :func:`agent.sim.traffic.cumulative_counts` returns, which :func:`install` checks before
+swapping it into the renderer.
 """
 
 from __future__ import annotations
@@ -18,21 +30,23 @@ import contextlib
 import math
 import os
 import random
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import agent.sim.expo as expo
 from agent.collect.runner import Round
 from agent.config.settings import Config, load_config
 from agent.daemon.app import App
 from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.service import ROLLUP_SECONDS
+from agent.sim.fakenvml.hardware import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
 from agent.sim.server import EngineServer
-from agent.sim.traffic import Traffic
-from bench import storage_sim
-from tests.fakenvml.build import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
+from agent.sim.traffic import Traffic, cumulative_counts
+from bench.common import load_fake_nvml
 
 GPUS = 8
 TARGETS = 2
@@ -114,7 +128,7 @@ def config_text(database_url: str, urls: list[str], interval_seconds: float | No
 
 @contextlib.contextmanager
 def engine_servers(clock: SimClock) -> Iterator[list[EngineServer]]:
-    storage_sim.install()  # renders stay cheap while requests pile up over simulated hours
+    install()  # renders stay cheap while requests pile up over simulated hours
     servers = [
         EngineServer(VERSION, Traffic(MODELS, ENGINES, hostname=HOST, clock=clock.unix))
         for _ in range(TARGETS)
@@ -144,9 +158,15 @@ class Run:
     metrics: set[str] = field(default_factory=set)
     tick_seconds: float = 0.0
     rollup_seconds: float = 0.0
+    last_round: Round | None = None  # the last round handed to the store
 
 
 Hook = Callable[[App, Run, Checkpoint], None]
+
+
+def load_box_nvml(folder: Path) -> None:
+    """The fake NVML library loaded into this process over the box's GPUs."""
+    load_fake_nvml(folder, hardware(0, 10.0))
 
 
 def load_box_config(
@@ -169,7 +189,7 @@ def run_box(
     """Tick the box over [T0, T0 + ``hours``); ``hook`` measures on the last tick before each
     multiple of ``every`` and on the last tick, so every measurement sees the jobs at the same
     phase, and the run stays inside Prometheus' 2-hour blocks when ``hours`` is a multiple of 2.
-    The fake NVML library must be loaded already (see bench/storage.py)."""
+    The fake NVML library must be loaded already (:func:`load_box_nvml`)."""
     clock = SimClock()
     late = random.Random(11)
     nvml_file = Path(os.environ["FAKE_NVML_CONFIG"])
@@ -221,6 +241,7 @@ def _count_writes(app: App, run: Run) -> None:
         stored = {(s.metric, s.label_key()) for _, s in round_.tagged_samples()}
         run.samples_written += len(stored)
         run.metrics.update(metric for metric, _ in stored)
+        run.last_round = round_
         return rows
 
     setattr(app.store, "write_round", counted)  # noqa: B010 - an instance's bound method
@@ -238,3 +259,51 @@ def _tick(app: App, now: datetime, i: int, step: float) -> None:
     app.tick(now)
     if app.queued:
         app.deliver(now)
+
+
+# -- cheap renders over hours of traffic ---------------------------------------------------
+
+HEAD = 8  # values that key the memo: histograms starting alike are few
+
+
+@dataclass(eq=False)  # entries are told apart by identity: comparing values costs a scan
+class _Memo:
+    values: tuple[float, ...]
+    counts: tuple[int, ...]
+
+
+_memo: dict[tuple[tuple[float, ...], tuple[float, ...]], list[_Memo]] = {}
+_lock = threading.Lock()  # each target's server renders in its own thread
+
+
+def incremental_counts(values: Iterable[float], bounds: Sequence[float]) -> tuple[int, ...]:
+    vals = tuple(values)
+    with _lock:
+        return _counts(vals, tuple(bounds))
+
+
+def _counts(vals: tuple[float, ...], bounds: tuple[float, ...]) -> tuple[int, ...]:
+    key = (bounds, vals[:HEAD])
+    entries = _memo.setdefault(key, [])
+    best: _Memo | None = None
+    for entry in entries:
+        n = len(entry.values)
+        if n <= len(vals) and (best is None or n > len(best.values)) and vals[:n] == entry.values:
+            best = entry
+    if best is None:
+        counts = cumulative_counts(vals, bounds)
+    else:
+        tail = cumulative_counts(vals[len(best.values) :], bounds)
+        counts = tuple(a + b for a, b in zip(best.counts, tail, strict=True))
+        entries.remove(best)  # its values are a prefix of these: this entry supersedes it
+    entries.append(_Memo(vals, counts))
+    return counts
+
+
+def install() -> None:
+    """Render the simulator's histograms with :func:`incremental_counts` from now on."""
+    bounds = (0.1, 0.5, 1.0)
+    for values in ((), (0.1, 0.2), (0.1, 0.2, 0.5, 2.0, 0.05)):
+        assert incremental_counts(values, bounds) == cumulative_counts(values, bounds)
+    _memo.clear()
+    expo.cumulative_counts = incremental_counts
