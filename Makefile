@@ -149,9 +149,33 @@ test-vllm: $(TEST_STAMP) $(FAKENVML) $(VLLM_STAMP)
 		GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml \
 		scripts/pytest-strict -m slow -s tests/realvllm $(PYTEST_ARGS)
 
+# Every benchmark in its short form, one after the other (the figures of one must not take
+# cores from another), under a throwaway PostgreSQL where Debian's server is installed (or we
+# are root and can install it); without one the PostgreSQL benchmarks say they skipped. The
+# long forms are in each script's --help and in BENCHMARKS.md; BENCH=name runs one benchmark
+# (its defaults; BENCH_ARGS for its options).
+BENCH_SHORT := \
+	"tick.py" \
+	"scrape.py" \
+	"storage.py --hours 2" \
+	"rollup.py --history-days 1 --hosts 4" \
+	"cost.py --days 3" \
+	"report.py --step-seconds 600 --hosts 8" \
+	"fleet_ingest.py --boxes 1,4 --hours 0.25 --minutes 5 --ticks 10" \
+	"memory.py --minutes 1.5" \
+	"outage.py --outage-minutes 0.5 --before-minutes 0.25" \
+	"focus_import.py --rows 2000 20000 --bomb-mib 256" \
+	"cli_start.py --rounds 5" \
+	"demo.py --days 7"
+
 bench: $(TEST_STAMP) $(FAKENVML)
-	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $(PY) bench/tick.py
-	$(PY) bench/scrape.py
+	@if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || [ "$$(id -u)" -eq 0 ]; then \
+		pg=scripts/with-postgres; else pg=; \
+		echo "no PostgreSQL server here: its benchmarks will say they skipped"; fi; \
+	list='$(if $(BENCH),"$(BENCH).py $(BENCH_ARGS)",$(BENCH_SHORT))'; \
+	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml $$pg sh -c 'set -e; for b in '"$$list"'; do \
+		echo "== bench/$$b"; start=$$(date +%s); $(PY) bench/$$b; \
+		echo "== bench/$$b: $$(( $$(date +%s) - start )) s"; echo; done'
 
 clean:
 	rm -rf build dist gpuwatch.egg-info $(VENV) .pytest_cache .mypy_cache .ruff_cache
