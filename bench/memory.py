@@ -385,6 +385,8 @@ def report(readings: list[Reading], warmup: float, floors: dict[str, float], tic
     print(f"target: RSS <= {RSS_TARGET_MB:.0f} MB (MiB, as throughout; the peak "
           f"{peak.peak_mb:.1f}, or {peak.peak_mb * MB_PER_MIB:.1f} in MB of 10**6 bytes) "
           f"-> {size}")  # fmt: skip
+    if end.seconds - warm.seconds < 1800:  # a slope over minutes is the warm-up's, not a leak's
+        flat = "not judged: under 30 minutes after the warm-up"
     print(f"target: flat (slope < {FLAT_MB_PER_HOUR} MB/h or <= 2 x stderr) -> {flat}")
 
 
