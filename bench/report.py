@@ -430,6 +430,10 @@ def cli(config: Config, rounds: int) -> list[float]:
     return times
 
 
+def renderer(report: Report, fmt: str) -> Callable[[int], object]:
+    return lambda _: render(report, fmt)
+
+
 def measure(url: str, config: Config, now: datetime, label: str, rounds: int) -> None:
     """Every figure of one database, next to its baseline and target."""
     engine = open_database(url)  # a fresh pool: the first report call is the CLI's first
@@ -447,8 +451,8 @@ def measure(url: str, config: Config, now: datetime, label: str, rounds: int) ->
     print(f"{label}: build_report --month {MONTH}, first {first * 1e3:8.1f} ms (fresh engine)")
     print(f"{label}: build_report --month {MONTH}        {ms(times)}")
     for fmt in FORMATS:
-        once: Callable[[int], object] = lambda _, f=fmt: render(built, f)  # noqa: E731
-        print(f"{label}:   render {fmt:<9}                   {ms(timed(once, rounds))}")
+        print(f"{label}:   render {fmt:<9}                   "
+              f"{ms(timed(renderer(built, fmt), rounds))}")  # fmt: skip
     engine.dispose()
     process = cli(config, rounds)
     print(f"{label}: `gpuwatch report --month` process   {ms(process)}")
