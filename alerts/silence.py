@@ -208,8 +208,8 @@ class Silence:
     def expire(self, now: datetime) -> Silence:
         """This silence ended at ``now`` (``silence expire ID``), as Alertmanager's Expire
         (silence.go expire): a pending silence gets its start moved to ``now`` too, and an
-        expired one comes back unchanged, its end kept (expiring is idempotent; history is
-        never rewritten).
+        expired one comes back unchanged (the same object: expiring is idempotent, and history
+        is never rewritten).
         """
         state = self.state(now)
         if state is SilenceState.EXPIRED:

@@ -287,12 +287,13 @@ def _expire(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) ->
     silence = found.get(args.id)
     if silence is None:
         raise CliError(f"silence expire: no silence with id {args.id!r} (see `silence list`)")
-    if silence.state(now) is SilenceState.EXPIRED:
+    ended = silence.expire(now)
+    if ended is silence:
         # Alertmanager's Expire is idempotent: nothing to do is not a failure (a script that
         # expires a silence twice, or one that ran out meanwhile, succeeds).
-        ended = _when(silence.ends_at, zone)
-        print(f"silence {silence.id} had already expired at {ended}; nothing changed")
+        print(f"silence {silence.id} had already expired at {_when(silence.ends_at, zone)}; "
+              "nothing changed")  # fmt: skip
         return 0
-    alert_store.save_silence_end(conn, silence.expire(now))
+    alert_store.save_silence_end(conn, ended)
     print(f"silence {silence.id} expired")
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -141,17 +142,20 @@ def _band_rows(offs: Sequence[_Off]) -> list[int | None]:
     return rows
 
 
-def _band(offs: Sequence[_Off]) -> float:
-    """The height the figures of the marks cut at the top need above the plot."""
-    used = [row for row in _band_rows(offs) if row is not None]
+def _band(rows: Sequence[int | None]) -> float:
+    """The height the figures of the marks cut at the top need above the plot (``rows``:
+    :func:`_band_rows`)."""
+    used = [row for row in rows if row is not None]
     return _BAND_ROW * (max(used, default=-1) + 1)
 
 
-def _off_scale(offs: Sequence[_Off], plot: _Plot, top: float) -> list[str]:
+def _off_scale(
+    offs: Sequence[_Off], rows: Sequence[int | None], plot: _Plot, top: float
+) -> list[str]:
     """Each mark above the axis: an axis-break sign across it just under the plot's top edge
     (a white gap with slanted edges) and its figure in the band above, on its own x."""
     parts = []
-    for off, row in zip(offs, _band_rows(offs), strict=True):
+    for off, row in zip(offs, rows, strict=True):
         x, h, y = off.x, max(off.half, 5.0), plot.top + 6
         gap = (
             f"M{_f(x - h)} {_f(y + 3)} L{_f(x + h)} {_f(y - 3)} "
@@ -231,7 +235,8 @@ def spend_chart(days: Sequence[DailySpend]) -> str:
         for d, total in zip(days, totals, strict=True)
         if float(total) > top
     ]
-    plot = _Plot(left=left, top=HEAD + _band(offs), width=width, height=240)
+    rows = _band_rows(offs)
+    plot = _Plot(left=left, top=HEAD + _band(rows), width=width, height=240)
     parts = [
         _open(
             "chart-spend",
@@ -255,7 +260,7 @@ def spend_chart(days: Sequence[DailySpend]) -> str:
             f'<rect class="idle" x="{x}" y="{_f(y_idle)}" width="{_f(bar)}" '
             f'height="{_f(y_busy - y_idle)}" fill="{IDLE}"/></g>'
         )
-    parts += _off_scale(offs, plot, top)
+    parts += _off_scale(offs, rows, plot, top)
     parts += _x_labels(plot, [d.day for d in days], x_of)
     parts += _swatches(plot, [("busy", BUSY), ("idle", IDLE)])
     return "".join(parts) + "</svg>"
@@ -290,9 +295,9 @@ def cost_chart(model_days: Sequence[ModelDay], series: Sequence[Series]) -> str:
         for m in model_days
         if m.cost_per_million_tokens_usd is not None
     }
-    per_series: dict[str, list[float]] = {s.name: [] for s in series}
+    per_series: dict[str, list[float]] = defaultdict(list)
     for (name, _), value in values.items():
-        per_series.setdefault(name, []).append(float(value))
+        per_series[name].append(float(value))
     top, step = scale(robust_top(per_series.values()))
     slot = width / max(1, len(days))
     x_of = {day: left + (i + 0.5) * slot for i, day in enumerate(days)}
@@ -304,7 +309,8 @@ def cost_chart(model_days: Sequence[ModelDay], series: Sequence[Series]) -> str:
         ),
         key=lambda off: off.x,
     )
-    plot = _Plot(left=left, top=HEAD + _band(offs), width=width, height=240)
+    rows = _band_rows(offs)
+    plot = _Plot(left=left, top=HEAD + _band(rows), width=width, height=240)
     parts = [
         _open(
             "chart-cost",
@@ -319,7 +325,7 @@ def cost_chart(model_days: Sequence[ModelDay], series: Sequence[Series]) -> str:
     for s in series:
         points = [(day, values.get((s.name, day))) for day in days]
         parts.append(_line(s, points, plot, top, x_of))
-    parts += _off_scale(offs, plot, top)
+    parts += _off_scale(offs, rows, plot, top)
     parts += _x_labels(plot, days, x_of)
     return "".join(parts) + "</svg>"
 
