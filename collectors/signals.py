@@ -89,6 +89,27 @@ GPU_SIGNALS = (
         "Summed SM utilization of a serving target's processes on a GPU, where NVML gives every"
         " process on it one (then the allocation basis).",
     ),
+    # Real work (GPM on Hopper and newer, or dcgm-exporter's DCGM_FI_PROF_* fields): absent
+    # where neither gives it, never borrowed from gpuwatch_gpu_utilization_ratio.
+    _g(
+        "gpuwatch_gpu_sm_active_ratio",
+        "Fraction of time the SMs had at least one warp resident, averaged over all SMs (0-1).",
+    ),
+    _g(
+        "gpuwatch_gpu_sm_occupancy_ratio",
+        "Resident warps over the SMs' theoretical maximum, averaged over time (0-1).",
+    ),
+    _g(
+        "gpuwatch_gpu_tensor_active_ratio",
+        "Fraction of time the tensor cores were doing any tensor operation (0-1).",
+    ),
+    _g(
+        "gpuwatch_gpu_dram_active_ratio",
+        "Device memory bandwidth used over the theoretical maximum (0-1).",
+    ),
+    _g("gpuwatch_gpu_fp16_active_ratio", "Fraction of time the FP16 (non-tensor) pipes were busy."),
+    _g("gpuwatch_gpu_fp32_active_ratio", "Fraction of time the FP32 (non-tensor) pipes were busy."),
+    _g("gpuwatch_gpu_fp64_active_ratio", "Fraction of time the FP64 (non-tensor) pipes were busy."),
     _g(
         "gpuwatch_gpu_split_basis_info",
         "1 for a GPU used by several targets; basis: the rule its cost is split by"
@@ -126,6 +147,20 @@ ENGINE_SIGNALS = (
     _c(
         "gpuwatch_engine_requests_completed_total",
         "Requests that finished, as the engine's per-request histograms count them.",
+    ),
+    # vLLM's estimates (--enable-mfu-metrics), per GPU: model FLOPs and memory-bandwidth
+    # utilization come from these against the GPU's peak (agent.cost.gpu_peaks).
+    _c(
+        "gpuwatch_engine_estimated_flops_total",
+        "Floating-point operations the engine estimates it ran, per GPU.",
+    ),
+    _c(
+        "gpuwatch_engine_estimated_read_bytes_total",
+        "Bytes the engine estimates it read from device memory, per GPU.",
+    ),
+    _c(
+        "gpuwatch_engine_estimated_write_bytes_total",
+        "Bytes the engine estimates it wrote to device memory, per GPU.",
     ),
     _h("gpuwatch_engine_ttft_seconds", "Time to first token, seconds."),
     _h("gpuwatch_engine_inter_token_latency_seconds", "Time between output tokens, seconds."),

@@ -239,6 +239,17 @@ gpu_usage = Table(
     Column("energy_joules", Double, nullable=True),
     Column("cost_usd", Numeric(24, 12), nullable=True),  # None: no rate covers this GPU
     Column("idle_cost_usd", Numeric(24, 12), nullable=True),  # cost x (1 - utilisation)
+    # Real work (GPM or DCGM profiling): the seconds SM activity was known, the SM-active
+    # seconds within them, and the cost of those seconds' SM-idle share. 0 / NULL where no
+    # source gave SM activity: unknown, never NVML's busy flag standing in for it.
+    Column("sm_observed_seconds", Double, nullable=False, server_default="0"),
+    Column("sm_active_seconds", Double, nullable=False, server_default="0"),
+    Column("sm_idle_cost_usd", Numeric(24, 12), nullable=True),
+    # Grams of CO2 for the energy, at the facility's PUE and the grid intensity of its hour
+    # when metered ([energy]); NULL where energy or the intensity is unknown.
+    Column("co2_grams", Double, nullable=True),
+    # Seconds whose energy was integrated from power (no energy counter): the energy's basis.
+    Column("power_integrated_seconds", Double, nullable=False, server_default="0"),
     # Windows over the fleet (reports, cost summaries) read (resolution, start) ranges of every
     # host; the key serves the per-host writes, deletes and sums.
     Index("ix_gpu_usage_resolution_start", "resolution", "start"),
@@ -257,6 +268,9 @@ gpu_allocations = Table(
     Column("seconds", Double, nullable=False),
     Column("busy_seconds", Double, nullable=False),
     Column("cost_usd", Numeric(24, 12), nullable=True),
+    # The target's share of the GPU's energy and its CO2 (as gpu_usage's); NULL: unknown.
+    Column("energy_joules", Double, nullable=True),
+    Column("co2_grams", Double, nullable=True),
     Index("ix_gpu_allocations_resolution_start", "resolution", "start"),  # as gpu_usage's
     sqlite_with_rowid=False,
 )

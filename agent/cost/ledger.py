@@ -1,11 +1,16 @@
 """The GPU cost ledger, pure: observations of one GPU become per-bucket uptime, busy time,
-energy, cost and per-target allocations.
+SM-active time, energy, CO2, cost and per-target allocations.
 
 Metering: each observation of a GPU covers the time since the previous one, when that gap is at
 most ``max_gap`` (a longer gap means gpuwatch was not watching: that time is not metered, and
 reconciliation against the provider's bill shows it). An observation's utilisation and energy
 describe the interval that ends at it (NVML reports utilisation over the last sample period).
 Intervals are spread over the buckets they overlap, pro rata. Buckets are (start, start + size].
+
+Two bases of "busy" are kept side by side, never mixed: NVML's utilisation flag (a kernel ran)
+for every observed second, and SM activity (GPM or dcgm-exporter profiling) for the seconds a
+source gave it. An interval without SM activity adds nothing to the SM figures: its SM activity
+is unknown, not the flag's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from agent.cost.ratecard import GpuPrice
 from agent.storage.rollup import bucket_of
 
 PriceAt = Callable[[datetime], GpuPrice | None]
+# Grams of CO2 for some joules of GPU energy used at an instant (PUE and grid intensity);
+# None: unknown (agent.cost.carbon).
+Co2Of = Callable[[float, datetime], float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,8 @@ class Observation:
     # target -> its processes' summed SM utilization, where NVML gave every process on the GPU
     # one (agent.cost.allocation); empty: not known, the split is by memory
     sm_utilization: Mapping[str, float] = field(default_factory=dict)
+    sm_active: float | None = None  # 0-1 from GPM or DCGM profiling; None: no such source
+    power_watts: float | None = None  # integrated where the energy counter is missing
 
 
 @dataclass
@@ -45,6 +55,11 @@ class Usage:
     cost_usd: Decimal | None = None
     idle_cost_usd: Decimal | None = None
     allocations: dict[str, Allocation] = field(default_factory=dict)
+    sm_observed_seconds: float = 0.0  # seconds with a known SM activity
+    sm_active_seconds: float = 0.0
+    sm_idle_cost_usd: Decimal | None = None  # cost x (1 - SM activity) over those seconds
+    co2_grams: float | None = None
+    power_integrated_seconds: float = 0.0  # seconds whose energy is power x time
 
 
 @dataclass
@@ -52,6 +67,8 @@ class Allocation:
     seconds: float = 0.0
     busy_seconds: float = 0.0
     cost_usd: Decimal | None = None
+    energy_joules: float | None = None
+    co2_grams: float | None = None
 
 
 def shares(
@@ -82,10 +99,12 @@ def meter(
     max_gap: float,
     price_at: PriceAt,
     split_rule: str = "memory",
+    co2_of: Co2Of | None = None,
 ) -> dict[datetime, Usage]:
     """Per bucket start, the usage of one GPU from its observations (sorted by time).
 
     The first observation only opens metering: the time before it is not known to be billed.
+    ``co2_of`` prices energy in grams of CO2 (None: CO2 not counted).
     """
     buckets: dict[datetime, Usage] = defaultdict(Usage)
     for before, after in zip(observations, observations[1:], strict=False):
@@ -93,11 +112,19 @@ def meter(
         if length <= 0 or length > max_gap:
             continue
         energy = _energy_step(before.energy_joules, after.energy_joules)
+        integrated = energy is None and after.power_watts is not None
+        if integrated:
+            energy = _power_step(before.power_watts, after.power_watts, length)
         split = shares(after.targets, split_rule, after.sm_utilization)
         for start, lo, seconds in _spread(before.ts, after.ts, bucket_seconds):
             hi = lo + timedelta(seconds=seconds)
             for part, price in _priced(lo, hi, price_at):
-                _add(buckets[start], part, after.utilization, energy, part / length, price, split)
+                joules = None if energy is None else energy * part / length
+                co2 = None if joules is None or co2_of is None else co2_of(joules, lo)
+                usage = buckets[start]
+                cost = _add(usage, part, after.utilization, joules, price, split)
+                _add_work(usage, part, after.sm_active, cost, joules, co2, split)
+                usage.power_integrated_seconds += part if integrated else 0.0
     return dict(buckets)
 
 
@@ -125,13 +152,12 @@ def _add(
     usage: Usage,
     seconds: float,
     utilization: float | None,
-    energy: float | None,
-    fraction: float,
+    joules: float | None,
     price: GpuPrice | None,
     split: Mapping[str, float],
-) -> None:
+) -> Decimal | None:
+    """Uptime, busy time, energy, cost and allocations of one priced slice; its cost."""
     busy = seconds * (utilization or 0.0)
-    joules = None if energy is None else energy * fraction
     usage.observed_seconds += seconds
     usage.busy_seconds += busy
     if joules is not None:
@@ -149,6 +175,33 @@ def _add(
         a.seconds += seconds * share
         a.busy_seconds += busy * share
         a.cost_usd = _plus(a.cost_usd, None if cost is None else cost * _dec(share))
+    return cost
+
+
+def _add_work(
+    usage: Usage,
+    seconds: float,
+    sm_active: float | None,
+    cost: Decimal | None,
+    joules: float | None,
+    co2: float | None,
+    split: Mapping[str, float],
+) -> None:
+    """SM activity, CO2 and each target's share of the energy, for one priced slice."""
+    if co2 is not None:
+        usage.co2_grams = (usage.co2_grams or 0.0) + co2
+    for target, share in split.items():
+        a = usage.allocations[target]
+        if joules is not None:
+            a.energy_joules = (a.energy_joules or 0.0) + joules * share
+        if co2 is not None:
+            a.co2_grams = (a.co2_grams or 0.0) + co2 * share
+    if sm_active is None:
+        return
+    usage.sm_observed_seconds += seconds
+    usage.sm_active_seconds += seconds * sm_active
+    idle = None if cost is None else cost * _dec(1 - sm_active)
+    usage.sm_idle_cost_usd = _plus(usage.sm_idle_cost_usd, idle)
 
 
 def _energy_step(before: float | None, after: float | None) -> float | None:
@@ -156,6 +209,14 @@ def _energy_step(before: float | None, after: float | None) -> float | None:
         return None
     # The counter restarts at driver reload: the value after it is all new energy.
     return after - before if after >= before else after
+
+
+def _power_step(before: float | None, after: float | None, seconds: float) -> float:
+    """Joules over an interval from the power at its ends (trapezoid; the end alone when the
+    start has none): for GPUs and sources without an energy counter."""
+    assert after is not None
+    watts = after if before is None else (before + after) / 2
+    return watts * seconds
 
 
 def _spread(

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert, select
 
 from agent.config.settings import Config
-from agent.cost.ledger import Allocation, Observation, Usage, meter
+from agent.cost.ledger import Allocation, Co2Of, Observation, Usage, meter
 from agent.cost.ratecard import GpuPrices, RateCard
 from agent.storage.buckets import FINER, floor_to
 from agent.storage.rollup import (
@@ -35,9 +35,12 @@ from migrations.schema import gpu_allocations, gpu_usage
 GPU_INFO = "gpuwatch_gpu_info"
 UTIL = "gpuwatch_gpu_utilization_ratio"
 ENERGY = "gpuwatch_gpu_energy_joules_total"
+SM_ACTIVE = "gpuwatch_gpu_sm_active_ratio"
+POWER = "gpuwatch_gpu_power_watts"
 TARGET_MEMORY = "gpuwatch_target_gpu_memory_bytes"
 TARGET_SM = "gpuwatch_target_gpu_sm_utilization_ratio"
-METERED = frozenset({GPU_INFO, UTIL, ENERGY, TARGET_MEMORY, TARGET_SM})  # gpu_observations reads
+# What gpu_observations reads.
+METERED = frozenset({GPU_INFO, UTIL, ENERGY, SM_ACTIVE, POWER, TARGET_MEMORY, TARGET_SM})
 UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
@@ -71,6 +74,7 @@ class LedgerMeter:
     host: str
     rate_card: RateCard
     split_rule: str = "memory"  # how a GPU shared by targets is split: memory | equal
+    co2_of: Co2Of | None = None  # grams of CO2 for energy ([energy]); None: not counted
 
     def minutes(
         self,
@@ -99,7 +103,7 @@ class LedgerMeter:
         for (uuid, index), observations in gpus.items():
             price_at = GpuPrices(self.rate_card, self.host, uuid, index, count)
             for bucket, usage in meter(
-                observations, MINUTE, max_gap, price_at, self.split_rule
+                observations, MINUTE, max_gap, price_at, self.split_rule, self.co2_of
             ).items():
                 if start <= bucket < end:
                     out[(uuid, index, bucket)] = usage
@@ -121,12 +125,17 @@ class LedgerMeter:
             usage_rows.append(
                 {**key, "gpu_index": index, "observed_seconds": u.observed_seconds,
                  "busy_seconds": u.busy_seconds, "energy_joules": u.energy_joules,
-                 "cost_usd": u.cost_usd, "idle_cost_usd": u.idle_cost_usd}
+                 "cost_usd": u.cost_usd, "idle_cost_usd": u.idle_cost_usd,
+                 "sm_observed_seconds": u.sm_observed_seconds,
+                 "sm_active_seconds": u.sm_active_seconds,
+                 "sm_idle_cost_usd": u.sm_idle_cost_usd, "co2_grams": u.co2_grams,
+                 "power_integrated_seconds": u.power_integrated_seconds}
             )  # fmt: skip
             for target, a in u.allocations.items():
                 allocation_rows.append(
                     {**key, "target": target, "seconds": a.seconds,
-                     "busy_seconds": a.busy_seconds, "cost_usd": a.cost_usd}
+                     "busy_seconds": a.busy_seconds, "cost_usd": a.cost_usd,
+                     "energy_joules": a.energy_joules, "co2_grams": a.co2_grams}
                 )  # fmt: skip
         if usage_rows:
             conn.execute(insert(gpu_usage), usage_rows)
@@ -154,6 +163,11 @@ class LedgerMeter:
             u.energy_joules = sum_opt(u.energy_joules, row["energy_joules"])
             u.cost_usd = sum_opt(u.cost_usd, row["cost_usd"])
             u.idle_cost_usd = sum_opt(u.idle_cost_usd, row["idle_cost_usd"])
+            u.sm_observed_seconds += row["sm_observed_seconds"]
+            u.sm_active_seconds += row["sm_active_seconds"]
+            u.sm_idle_cost_usd = sum_opt(u.sm_idle_cost_usd, row["sm_idle_cost_usd"])
+            u.co2_grams = sum_opt(u.co2_grams, row["co2_grams"])
+            u.power_integrated_seconds += row["power_integrated_seconds"]
         a_c = gpu_allocations.c
         a_window = (a_c.host == self.host, a_c.resolution == finer, a_c.start >= start,
                     a_c.start < end)  # fmt: skip
@@ -163,6 +177,8 @@ class LedgerMeter:
             a.seconds += row["seconds"]
             a.busy_seconds += row["busy_seconds"]
             a.cost_usd = sum_opt(a.cost_usd, row["cost_usd"])
+            a.energy_joules = sum_opt(a.energy_joules, row["energy_joules"])
+            a.co2_grams = sum_opt(a.co2_grams, row["co2_grams"])
         return {(uuid, index_of.get(uuid, ""), at): u for (uuid, at), u in merged.items()}
 
 
@@ -181,12 +197,24 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
                 reading["util"] = value
             elif metric == ENERGY:
                 reading["energy"] = value
+            elif metric == SM_ACTIVE:
+                reading["sm_active"] = min(1.0, max(0.0, value))
+            elif metric == POWER:
+                reading["power"] = value
             else:
                 basis = "targets" if metric == TARGET_MEMORY else "sm"
                 reading[basis][labels.get("target", "")] = value
     return {
         gpu: [
-            Observation(ts, r.get("util"), r.get("energy"), r["targets"], r["sm"])
+            Observation(
+                ts,
+                r.get("util"),
+                r.get("energy"),
+                r["targets"],
+                r["sm"],
+                r.get("sm_active"),
+                r.get("power"),
+            )  # fmt: skip
             for ts, r in sorted(readings.items())
             if r.get("seen")
         ]
