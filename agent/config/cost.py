@@ -5,10 +5,12 @@ useful_tokens = "output"        # or "output+prompt" (computed, not cached, prom
 shared_gpu_split = "memory"     # a GPU used by several targets: by memory share, or "equal"
 min_observed = "24h"            # advice states per-day/per-month figures after this much
 target_utilization = 0.7        # how busy right-sized pods run, for `breakeven`
+mfu_target = 0.4                # model FLOPs utilization deemed good; default: none (no gap $)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +29,17 @@ class CostConfig:
     min_observed: float = 24 * 3600.0
     # The utilization right-sized pods are planned at (0-1): room for peaks.
     target_utilization: float = 0.7
+    # The model FLOPs utilization (0-1) a well-run GPU reaches: the cost of the gap between it
+    # and the measured MFU is stated in dollars. None: no target, no gap dollars (a measured
+    # MFU alone says nothing about what is attainable for a model and a GPU).
+    mfu_target: float | None = None
 
 
 def parse_cost(r: Reader, top: dict[str, Any]) -> CostConfig:
     t = r.sub(
         top,
         "cost",
-        {"useful_tokens", "shared_gpu_split", "min_observed", "target_utilization"},
+        {"useful_tokens", "shared_gpu_split", "min_observed", "target_utilization", "mfu_target"},
     )
     tokens = r.string(t, "cost.useful_tokens", "output")
     split = r.string(t, "cost.shared_gpu_split", "memory")
@@ -47,16 +53,23 @@ def parse_cost(r: Reader, top: dict[str, Any]) -> CostConfig:
         useful_tokens=tokens,
         shared_gpu_split=split,
         min_observed=minimum,
-        target_utilization=_target_utilization(r, t, default.target_utilization),
+        target_utilization=_or(_ratio(r, t, "cost.target_utilization"), default.target_utilization),
+        mfu_target=_ratio(r, t, "cost.mfu_target"),
     )
 
 
-def _target_utilization(r: Reader, t: dict[str, Any], default: float) -> float:
-    """A ratio in (0, 1]; 70 gets "did you mean 0.7?"."""
-    key = "cost.target_utilization"
+def _ratio(r: Reader, t: dict[str, Any], key: str) -> float | None:
+    """A ratio in (0, 1]; None when absent or wrong. 70 gets "did you mean 0.7?"."""
     value = t.get(key)
+    if value is None:
+        return None
     if isinstance(value, int | float) and not isinstance(value, bool) and 1 < value <= 100:
         r.problem(key, f"must be greater than 0 and at most 1, got {value:g}; "
                        f"did you mean {value / 100:g}?")  # fmt: skip
-        return default
-    return r.number(t, key, default, positive=True, maximum=1.0)
+        return None
+    ratio = r.number(t, key, math.nan, positive=True, maximum=1.0)
+    return None if math.isnan(ratio) else ratio
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

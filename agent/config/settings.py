@@ -29,6 +29,7 @@ from agent.config.budget import parse_budget
 from agent.config.cost import CostConfig as CostConfig
 from agent.config.cost import parse_cost
 from agent.config.digest import DigestConfig, parse_digest
+from agent.config.energy import EnergyConfig, parse_energy
 from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.limits import parse_limits
@@ -167,6 +168,7 @@ class Config:
     targets: tuple[TargetConfig, ...] = ()
     rates: tuple[Rate, ...] = ()
     cost: CostConfig = field(default_factory=CostConfig)
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -261,6 +263,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "budget",
             "notify",
             "cost",
+            "energy",
             "retention",
             "billing",
             "alerts",
@@ -281,6 +284,8 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         targets=_targets(r, top),
         rates=parse_rates(r, top),
         cost=parse_cost(r, top),
+        # A CSV of hourly intensity is named relative to the file that names it.
+        energy=parse_energy(r, top, Path(source).parent),
         retention=_retention(r, top),
         billing=_billing(r, top),
         notify=parse_notify(r, top),
