@@ -27,7 +27,9 @@ from functools import cached_property
 
 from agent.cost.summarize import MILLION, TokenKey, Tokens, model_shares
 from agent.cost.teams import cost_unknown, idle_usd
-from agent.reporting.queries import Allocated, GpuKey, TargetKey, Usage, Wanted, Window
+from agent.reporting.ledger_sums import Allocated, Usage
+from agent.reporting.queries import GpuKey, TargetKey, Wanted, Window
+from agent.storage.buckets import sum_opt
 
 HOUR = 3600
 
@@ -130,6 +132,8 @@ class Figures:
                     seconds=a.seconds * part,
                     unpriced=a.unpriced * part,
                     idle=idle_usd(a) * share,
+                    energy=None if a.energy is None else a.energy * part,
+                    co2=None if a.co2 is None else a.co2 * part,
                 )
         for (_, _, model), t in tokens.items():
             out[model] = out[model] + Share(tokens=t)
@@ -146,6 +150,8 @@ class Share:
     seconds: float = 0.0  # the GPU time behind the cost
     unpriced: float = 0.0  # of which no rate priced
     idle: Decimal = Decimal(0)  # what its allocated time that was not busy cost
+    energy: float | None = None  # joules: its targets' share of their GPUs' energy
+    co2: float | None = None  # grams
 
     def __add__(self, other: Share) -> Share:
         return Share(
@@ -155,6 +161,8 @@ class Share:
             self.seconds + other.seconds,
             self.unpriced + other.unpriced,
             self.idle + other.idle,
+            sum_opt(self.energy, other.energy),
+            sum_opt(self.co2, other.co2),
         )
 
     @property
@@ -174,12 +182,19 @@ def _totals(rows: Iterable[tuple[TargetKey, Allocated]]) -> dict[TargetKey, Allo
     seconds: dict[TargetKey, float] = defaultdict(float)
     busy: dict[TargetKey, float] = defaultdict(float)
     unpriced: dict[TargetKey, float] = defaultdict(float)
+    energy: dict[TargetKey, float | None] = defaultdict(lambda: None)
+    co2: dict[TargetKey, float | None] = defaultdict(lambda: None)
     for key, a in rows:
         cost[key] += a.cost
         seconds[key] += a.seconds
         busy[key] += a.busy
         unpriced[key] += a.unpriced
-    return {key: Allocated(cost[key], seconds[key], busy[key], unpriced[key]) for key in cost}
+        energy[key] = sum_opt(energy[key], a.energy)
+        co2[key] = sum_opt(co2[key], a.co2)
+    return {
+        key: Allocated(cost[key], seconds[key], busy[key], unpriced[key], energy[key], co2[key])
+        for key in cost
+    }
 
 
 def _sum_days(days: Iterable[Mapping[TokenKey, Tokens]]) -> dict[TokenKey, Tokens]:

@@ -58,6 +58,35 @@ class Totals:
     abandoned_tokens: float | None = None  # None: no engine here counts abandoned work
     abandoned_cost_usd: Decimal | None = None
     cost_unknown_reason: str | None = None  # set: cost per million tokens is unknown
+    work: Work = field(default_factory=lambda: Work())
+    energy: Energy = field(default_factory=lambda: Energy())
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """Real work beside NVML's busy flag: SM activity (GPM or dcgm-exporter profiling) over the
+    GPU-hours a source gave it. None: no source gave SM activity (never the flag's figure)."""
+
+    sm_observed_gpu_hours: float = 0.0
+    sm_active_gpu_hours: float | None = None
+    sm_idle_cost_usd: Decimal | None = None  # cost x (1 - SM activity) over those hours
+    # The flag's idle dollars over the same hours, to set beside sm_idle_cost_usd.
+    flag_idle_cost_usd: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Energy:
+    """The GPUs' energy (their counters, or power x time where a GPU has none), what it costs
+    at ``[energy] usd_per_kwh`` and its CO2 at the facility's PUE and grid intensity; None:
+    unknown."""
+
+    gpu_kwh: float | None = None
+    facility_kwh: float | None = None  # x PUE
+    basis: str | None = None  # energy_counter | power_integrated | both "+"-joined
+    cost_usd: Decimal | None = None
+    co2_grams: float | None = None
+    joules_per_useful_token: float | None = None
+    co2_grams_per_million_tokens: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +120,21 @@ class ModelRow:
     useful_tokens_source: str = ""
     cost_unknown_reason: str | None = None  # set: cost and cost per million tokens unknown
     idle_cost_usd: Decimal = Decimal(0)  # its share of its targets' allocated time not busy
+    energy: Energy = field(default_factory=lambda: Energy())  # its targets' share
+    efficiency: Efficiency = field(default_factory=lambda: Efficiency())
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """Model FLOPs and memory-bandwidth utilization from the engine's own estimates (vLLM's
+    ``estimated_flops_per_gpu``/``..._bytes_per_gpu`` counters) against the peak of the GPU
+    it ran on (agent.cost.gpu_peaks); None: no estimate, or a GPU whose peak is not known."""
+
+    mfu_ratio: float | None = None
+    mbu_ratio: float | None = None
+    mfu_target_ratio: float | None = None  # cost.mfu_target
+    mfu_gap_usd: Decimal | None = None  # what an MFU at the target would have saved
+    basis: str | None = None  # e.g. "vllm_estimated_flops vs NVIDIA H100 80GB HBM3 peak"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +181,15 @@ class GpuRow:
     # both joined by "+" where it changed, "equal"), and that in words; None: not shared.
     shared_split: str | None = None
     shared_split_note: str | None = None
+    # Real work: SM activity over the hours a profiling source covered (None: none did), and
+    # which basis the GPU's busy time has ("sm_active", "utilization_flag", or both).
+    sm_active_hours: float | None = None
+    sm_active_ratio: float | None = None
+    sm_idle_cost_usd: Decimal | None = None
+    activity_basis: str = "utilization_flag"
+    energy_kwh: float | None = None
+    energy_basis: str | None = None
+    co2_grams: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from agent.cost.summarize import model_shares
 from agent.reporting.figures import HOUR, Figures
-from agent.reporting.queries import Usage
+from agent.reporting.ledger_sums import Usage
 
 
 def model_observed_hours(f: Figures) -> dict[str, float]:

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -45,6 +46,7 @@ from agent.cost.split_basis import SplitBasis
 from agent.cost.summarize import abandoned_cost, metered_usd
 from agent.cost.teams import idle_usd
 from agent.reporting.figures import Figures, Share, hours, per_million
+from agent.reporting.ledger_sums import Usage
 from agent.reporting.model import (
     AlertRow,
     Budget,
@@ -61,15 +63,37 @@ from agent.reporting.model import (
     TargetRow,
     Totals,
 )
-from agent.reporting.queries import Alert, Gauges, GpuKey, Usage
+from agent.reporting.queries import Alert, Gauges, GpuKey
+from agent.reporting.work_parts import (
+    GpuWork,
+    energy_basis,
+    energy_figures,
+    gpu_work,
+    work_totals,
+)
 from agent.storage.series_math import histogram_quantile
 
 MINUTE = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True)
+class PowerPrice:
+    """What turns GPU joules into facility kWh and money: ``[energy]`` pue and usd_per_kwh."""
+
+    pue: float = 1.0
+    usd_per_kwh: Decimal | None = None
+
+
 TOP_WASTE = 5
 QUEUE_RULE = "QueueGrowing"
 
 
-def totals(f: Figures, earlier: Figures, billed_usd: Mapping[str, Decimal] | None) -> Totals:
+def totals(
+    f: Figures,
+    earlier: Figures,
+    billed_usd: Mapping[str, Decimal] | None,
+    power: PowerPrice = PowerPrice(),
+) -> Totals:
     total, produced, allocated = f.total, f.produced, f.allocated()
     billed_total = None if not billed_usd else sum(billed_usd.values(), Decimal(0))
     spend = billed_total if billed_total is not None and billed_total > total.cost else total.cost
@@ -99,6 +123,15 @@ def totals(f: Figures, earlier: Figures, billed_usd: Mapping[str, Decimal] | Non
         abandoned_tokens=produced.abandoned,
         abandoned_cost_usd=_abandoned_usd(f.model_sums().values()),
         cost_unknown_reason=unknown,
+        work=work_totals(f.usage.values()),
+        energy=energy_figures(
+            total.energy,
+            total.co2,
+            useful,
+            power.pue,
+            power.usd_per_kwh,
+            energy_basis(f.usage.values()),
+        ),  # fmt: skip
     )
 
 
@@ -125,7 +158,9 @@ def spend_sources(f: Figures, billed_usd: Mapping[str, Decimal] | None) -> tuple
     return (metered, *billed_rows)
 
 
-def model_rows(f: Figures, earlier: Figures, gauges: Gauges) -> tuple[ModelRow, ...]:
+def model_rows(
+    f: Figures, earlier: Figures, gauges: Gauges, power: PowerPrice = PowerPrice()
+) -> tuple[ModelRow, ...]:
     before = earlier.model_sums()
     return tuple(
         ModelRow(
@@ -145,6 +180,9 @@ def model_rows(f: Figures, earlier: Figures, gauges: Gauges) -> tuple[ModelRow, 
             previous_cost_per_million_tokens_usd=_previous(before.get(model), f.rule),
             ttft=_latency(gauges.buckets.get((model, "ttft"))),
             e2e=_latency(gauges.buckets.get((model, "e2e"))),
+            energy=energy_figures(
+                m.energy, m.co2, m.tokens.useful(f.rule), power.pue, power.usd_per_kwh
+            ),
         )
         for model, m in f.model_sums().items()
     )
@@ -221,13 +259,19 @@ def gpu_rows(
             vram_total_bytes=gauges.vram_total.get((host, uuid)),
             cost_unknown_reason=f"no rate for GPU {uuid} on {host}" if u.unpriced > 0 else None,
             **_shared(bases.get((host, uuid)), split_rule),
+            **_work(gpu_work(u)),
         )
         for (host, uuid), u in f.usage.items()
     ]
     return tuple(sorted(rows, key=lambda g: (g.host, _index_order(g.gpu_index), g.gpu_uuid)))
 
 
-def _shared(basis: SplitBasis | None, rule: str) -> dict[str, str | None]:
+def _work(w: GpuWork) -> dict[str, Any]:
+    # GpuWork's fields are GpuRow's by name (a test keeps them so).
+    return {name: getattr(w, name) for name in GpuWork.__slots__}
+
+
+def _shared(basis: SplitBasis | None, rule: str) -> dict[str, Any]:
     if basis is None:
         return {}
     if rule == "equal":

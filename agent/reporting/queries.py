@@ -57,6 +57,7 @@ from agent.cost.summarize import (
     tokens_by_target,
     unpriced_seconds,
 )
+from agent.reporting.ledger_sums import Allocated, Usage
 from agent.reporting.local_days import LocalDays
 from agent.reporting.model import Period
 from agent.storage import rolled_up
@@ -114,50 +115,6 @@ class Wanted:
 
 
 # -- reading a window -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """A GPU's metered sums from the cost ledger (``gpu_usage``)."""
-
-    index: str = ""
-    cost: Decimal = Decimal(0)
-    idle: Decimal = Decimal(0)
-    observed: float = 0.0
-    busy: float = 0.0
-    unpriced: float = 0.0  # observed seconds no rate priced: the cost is unknown
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.index or other.index,
-            self.cost + other.cost,
-            self.idle + other.idle,
-            self.observed + other.observed,
-            self.busy + other.busy,
-            self.unpriced + other.unpriced,
-        )
-
-    @property
-    def utilization(self) -> float | None:
-        return self.busy / self.observed if self.observed else None
-
-
-@dataclass(frozen=True, slots=True)
-class Allocated:
-    """A target's sums on a GPU from the cost ledger (``gpu_allocations``)."""
-
-    cost: Decimal = Decimal(0)
-    seconds: float = 0.0
-    busy: float = 0.0
-    unpriced: float = 0.0  # seconds no rate priced
-
-    def __add__(self, other: Allocated) -> Allocated:
-        return Allocated(
-            self.cost + other.cost,
-            self.seconds + other.seconds,
-            self.busy + other.busy,
-            self.unpriced + other.unpriced,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,13 +204,25 @@ def _grouped(inner: Any, keys: Sequence[str], sums: Mapping[str, str]) -> Select
     return select(*columns, *aggregates).group_by(*columns)
 
 
+# The real-work and energy sums of gpu_usage (agent.reporting.ledger_sums.Usage).
+_USAGE_EXTRA = (
+    gpu_usage.c.sm_observed_seconds,
+    gpu_usage.c.sm_active_seconds,
+    gpu_usage.c.sm_idle_cost_usd,
+    gpu_usage.c.energy_joules,
+    gpu_usage.c.co2_grams,
+    gpu_usage.c.power_integrated_seconds,
+)
+
+
 def _usage(
     conn: Connection, split: Split, wanted: Wanted, days: LocalDays
 ) -> dict[GpuKey, dict[int, Usage]]:
     t = gpu_usage.c
     keys = (t.host, t.gpu_uuid, t.gpu_index)
     unpriced = unpriced_seconds(t.cost_usd, t.observed_seconds).label("unpriced_seconds")
-    sums = (t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds, unpriced)
+    sums = (t.cost_usd, t.idle_cost_usd, t.observed_seconds, t.busy_seconds, unpriced,
+            *_USAGE_EXTRA)  # fmt: skip
     inner = select(*keys, _row_day(conn, gpu_usage, days).label("day"), *sums).where(
         split.rows(gpu_usage, t.host)
     )
@@ -263,12 +232,16 @@ def _usage(
         parts = [part.where(t.host.in_(sorted(wanted.hosts))) for part in parts]
     query = _grouped(union_all(*parts), ("host", "gpu_uuid", "day"), {
         "gpu_index": "max", "cost_usd": "sum", "idle_cost_usd": "sum",
-        "observed_seconds": "sum", "busy_seconds": "sum", "unpriced_seconds": "sum"})  # fmt: skip
+        "observed_seconds": "sum", "busy_seconds": "sum", "unpriced_seconds": "sum",
+        **{c.name: "sum" for c in _USAGE_EXTRA}})  # fmt: skip
     out: dict[GpuKey, dict[int, Usage]] = defaultdict(dict)
     for r in conn.execute(query).mappings().all():  # one fetch: row by row costs more
         out[(r["host"], r["gpu_uuid"])][r["day"]] = Usage(
             r["gpu_index"], _money(r["cost_usd"]), _money(r["idle_cost_usd"]),
             r["observed_seconds"] or 0.0, r["busy_seconds"] or 0.0, r["unpriced_seconds"] or 0.0,
+            r["sm_observed_seconds"] or 0.0, r["sm_active_seconds"] or 0.0,
+            _money(r["sm_idle_cost_usd"]), r["energy_joules"], r["co2_grams"],
+            r["power_integrated_seconds"] or 0.0,
         )  # fmt: skip
     return out
 
@@ -279,7 +252,7 @@ def _allocations(
     t = gpu_allocations.c
     keys = (t.host, t.gpu_uuid, t.target)
     unpriced = unpriced_seconds(t.cost_usd, t.seconds).label("unpriced_seconds")
-    summed = (t.cost_usd, t.seconds, t.busy_seconds, unpriced)
+    summed = (t.cost_usd, t.seconds, t.busy_seconds, unpriced, t.energy_joules, t.co2_grams)
     inner = select(*keys, _row_day(conn, gpu_allocations, days).label("day"), *summed).where(
         split.rows(gpu_allocations, t.host)
     )
@@ -287,13 +260,14 @@ def _allocations(
     parts = [inner, *_moved(conn, days, gpu_allocations, until, keys, summed)]
     if wanted.hosts:
         parts = [part.where(t.host.in_(sorted(wanted.hosts))) for part in parts]
-    sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum", "unpriced_seconds": "sum"}
+    sums = {"cost_usd": "sum", "seconds": "sum", "busy_seconds": "sum", "unpriced_seconds": "sum",
+            "energy_joules": "sum", "co2_grams": "sum"}  # fmt: skip
     query = _grouped(union_all(*parts), ("host", "gpu_uuid", "target", "day"), sums)
     out: dict[tuple[str, str, str], dict[int, Allocated]] = defaultdict(dict)
     for r in conn.execute(query).mappings().all():
         out[(r["host"], r["gpu_uuid"], r["target"])][r["day"]] = Allocated(
             _money(r["cost_usd"]), r["seconds"] or 0.0, r["busy_seconds"] or 0.0,
-            r["unpriced_seconds"] or 0.0,
+            r["unpriced_seconds"] or 0.0, r["energy_joules"], r["co2_grams"],
         )  # fmt: skip
     return out
 

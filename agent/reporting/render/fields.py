@@ -15,6 +15,8 @@ from agent.reporting.model import (
     AlertRow,
     Budget,
     DailySpend,
+    Efficiency,
+    Energy,
     GpuDay,
     GpuRow,
     GroupRow,
@@ -29,6 +31,7 @@ from agent.reporting.model import (
     TargetRow,
     TeamBudgetRow,
     Totals,
+    Work,
 )
 from agent.reporting.render.values import Cell, Kind, change_ratio, text
 
@@ -105,6 +108,46 @@ def totals_record(t: Totals) -> Record:
         "abandoned_tokens": Cell(Kind.COUNT, t.abandoned_tokens, UNCOUNTED),
         "abandoned_cost_usd": Cell(Kind.USD, t.abandoned_cost_usd, UNCOUNTED),
         "cost_unknown_reason": Cell(Kind.TEXT, t.cost_unknown_reason, "none"),
+        **work_record(t.work),
+        **energy_record(t.energy),
+    }
+
+
+# What people read where no profiling source (GPM, dcgm-exporter) gave SM activity.
+NO_SM = "no SM activity source"
+
+
+def work_record(w: Work) -> Record:
+    """Real work beside the flag: SM activity over the GPU-hours profiling covered."""
+    return {
+        "sm_observed_gpu_hours": Cell(Kind.HOURS, w.sm_observed_gpu_hours),
+        "sm_active_gpu_hours": Cell(Kind.HOURS, w.sm_active_gpu_hours, NO_SM),
+        "sm_idle_cost_usd": Cell(Kind.USD, w.sm_idle_cost_usd, NO_SM),
+        "flag_idle_cost_usd_over_sm_hours": Cell(Kind.USD, w.flag_idle_cost_usd, NO_SM),
+    }
+
+
+def energy_record(e: Energy) -> Record:
+    return {
+        "energy_kwh": Cell(Kind.MEASURE, e.gpu_kwh),
+        "facility_energy_kwh": Cell(Kind.MEASURE, e.facility_kwh),
+        "energy_basis": Cell(Kind.TEXT, e.basis, "no energy reading"),
+        "energy_cost_usd": Cell(Kind.USD, e.cost_usd, "no energy.usd_per_kwh"),
+        "co2_grams": Cell(Kind.MEASURE, e.co2_grams, "no energy.grams_co2_per_kwh"),
+        "joules_per_useful_token": Cell(Kind.MEASURE, e.joules_per_useful_token),
+        "co2_grams_per_million_tokens": Cell(
+            Kind.MEASURE, e.co2_grams_per_million_tokens, "no energy.grams_co2_per_kwh"
+        ),
+    }
+
+
+def efficiency_record(e: Efficiency) -> Record:
+    return {
+        "mfu_ratio": Cell(Kind.RATIO, e.mfu_ratio),
+        "mbu_ratio": Cell(Kind.RATIO, e.mbu_ratio),
+        "mfu_target_ratio": Cell(Kind.RATIO, e.mfu_target_ratio, "no cost.mfu_target"),
+        "mfu_gap_usd": Cell(Kind.USD, e.mfu_gap_usd),
+        "efficiency_basis": Cell(Kind.TEXT, e.basis, "no FLOPs estimate"),
     }
 
 
@@ -149,7 +192,10 @@ def model_record(m: ModelRow) -> Record:
         record[f"p95_{name}_seconds"] = Cell(Kind.SECONDS, latency.p95_seconds)
         record[f"p99_{name}_seconds"] = Cell(Kind.SECONDS, latency.p99_seconds)
         record[f"{name}_observations"] = Cell(Kind.COUNT, latency.count)
-    return record
+    energy = energy_record(m.energy)
+    for key in ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_tokens"):
+        record[key] = energy[key]
+    return record | efficiency_record(m.efficiency)
 
 
 def host_record(h: HostRow) -> Record:
@@ -182,6 +228,13 @@ def gpu_record(g: GpuRow) -> Record:
         "vram_total_bytes": Cell(Kind.BYTES, g.vram_total_bytes),
         "cost_unknown_reason": Cell(Kind.TEXT, g.cost_unknown_reason, ""),
         "shared_split": Cell(Kind.TEXT, g.shared_split, ""),
+        "activity_basis": Cell(Kind.TEXT, g.activity_basis),
+        "sm_active_hours": Cell(Kind.HOURS, g.sm_active_hours, NO_SM),
+        "sm_active_ratio": Cell(Kind.RATIO, g.sm_active_ratio, NO_SM),
+        "sm_idle_cost_usd": Cell(Kind.USD, g.sm_idle_cost_usd, NO_SM),
+        "energy_kwh": Cell(Kind.MEASURE, g.energy_kwh),
+        "energy_basis": Cell(Kind.TEXT, g.energy_basis, "no energy reading"),
+        "co2_grams": Cell(Kind.MEASURE, g.co2_grams),
     }
 
 

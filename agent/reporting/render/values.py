@@ -38,6 +38,7 @@ class Kind(Enum):
     SECONDS = "seconds"  # latency, to the millisecond
     DURATION = "duration"  # how long something lasted: whole seconds, "2h 05m" for people
     BYTES = "bytes"  # whole bytes, GiB with one decimal for people
+    MEASURE = "measure"  # a physical quantity in the unit its key names (kWh, J, g): 3 decimals
     TIME = "time"  # an aware datetime, already in the report's timezone
     DAY = "day"  # a calendar date in the report's timezone
 
@@ -52,6 +53,7 @@ _STEPS: dict[Kind, Decimal] = {
     Kind.SECONDS: Decimal("0.001"),
     Kind.DURATION: Decimal("1"),
     Kind.BYTES: Decimal("1"),
+    Kind.MEASURE: Decimal("0.001"),
 }
 
 
@@ -100,7 +102,7 @@ def json_value(cell: Cell) -> Any:
         return str(value)
     if cell.kind in (Kind.COUNT, Kind.DURATION, Kind.BYTES):
         return int(value)
-    if cell.kind in (Kind.HOURS, Kind.RATIO, Kind.CHANGE, Kind.SECONDS):
+    if cell.kind in (Kind.HOURS, Kind.RATIO, Kind.CHANGE, Kind.SECONDS, Kind.MEASURE):
         # float(Decimal("12.34")) prints back as 12.34: the shortest repr round-trips.
         return float(value)
     if cell.kind is Kind.LABEL:
@@ -172,6 +174,7 @@ _TEXT: dict[Kind, Callable[[Any], str]] = {
     Kind.RATIO: lambda v: f"{v * 100:.2f}%",
     Kind.CHANGE: _change,
     Kind.SECONDS: lambda v: f"{v:.3f}",
+    Kind.MEASURE: lambda v: f"{v:,.3f}",
     Kind.DURATION: duration_text,
     Kind.BYTES: lambda v: f"{(v / GIB).quantize(Decimal('0.1'), ROUND_HALF_UP):,} GiB",
     Kind.TIME: lambda v: v.strftime("%Y-%m-%d %H:%M"),
