@@ -12,6 +12,11 @@ period.
 
 Which models a GPU served in a charge: the targets its allocation rows name, and the models
 those targets' generated-token counters were stored under in the same charge period.
+
+Energy and CO2 are the ledger's too (``gpu_usage.energy_joules``, ``co2_grams``), summed as the
+report sums them, with one difference: a charge whose energy is partly without CO2 (an hour the
+intensity table does not cover, or metered before ``[energy]`` was set) has no CO2 at all,
+since the known part would pass for the whole.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class Charge:
     cost_usd: Decimal | None
     targets: tuple[str, ...]
     models: tuple[str, ...]
+    energy_joules: float | None = None  # the GPU's own energy; None: no counter said
+    co2_grams: float | None = None  # of that energy at the facility; None: unknown
 
 
 @dataclass
@@ -66,6 +73,22 @@ class _Sum:
     observed: float = 0.0
     busy: float = 0.0
     cost: Decimal | None = None
+    energy: float | None = None
+    co2: float | None = None
+    co2_unknown: bool = False  # some energy has no CO2: the charge's CO2 is unknown
+
+    def add_energy(self, joules: float | None, grams: float | None) -> None:
+        if joules is None:
+            return  # no energy, no CO2 to miss
+        self.energy = joules if self.energy is None else self.energy + joules
+        if grams is None:
+            self.co2_unknown = True
+        else:
+            self.co2 = grams if self.co2 is None else self.co2 + grams
+
+    @property
+    def co2_grams(self) -> float | None:
+        return None if self.co2_unknown else self.co2
 
 
 def charges(conn: Connection, period: Period, granularity: str) -> Iterator[Charge]:
@@ -87,6 +110,7 @@ def charges(conn: Connection, period: Period, granularity: str) -> Iterator[Char
                 host, uuid, u.index, names.get((host, uuid)), bucket,
                 min(_floor(bucket, size) + timedelta(seconds=size), piece[1]), billing,
                 u.observed, u.busy, u.cost, targets, tuple(sorted(found)),
+                u.energy, u.co2_grams,
             )  # fmt: skip
 
 
@@ -119,16 +143,18 @@ def _usage(
     conn: Connection, split: Split, piece_start: datetime, size: int
 ) -> dict[tuple[datetime, str, str], _Sum]:
     c = gpu_usage.c
-    query = select(c.host, c.gpu_uuid, c.gpu_index, c.start, c.observed_seconds,
-                   c.busy_seconds, c.cost_usd).where(split.rows(gpu_usage, c.host))  # fmt: skip
+    columns = (c.host, c.gpu_uuid, c.gpu_index, c.start, c.observed_seconds, c.busy_seconds,
+               c.cost_usd, c.energy_joules, c.co2_grams)  # fmt: skip
+    query = select(*columns).where(split.rows(gpu_usage, c.host)).order_by(c.start)
     out: dict[tuple[datetime, str, str], _Sum] = {}
-    for host, uuid, index, start, observed, busy, cost in conn.execute(query.order_by(c.start)):
+    for host, uuid, index, start, observed, busy, cost, joules, grams in conn.execute(query):
         s = out.setdefault((_bucket(start, piece_start, size), host, uuid), _Sum())
         s.index = index  # the latest: a GPU renumbered by a reboot keeps one charge
         s.observed += observed
         s.busy += busy
         if cost is not None:
             s.cost = Decimal(cost) if s.cost is None else s.cost + Decimal(cost)
+        s.add_energy(joules, grams)
     return out
 
 

@@ -4,6 +4,11 @@ Every FOCUS 1.0 column is written, in the spec's order, NULL (an empty field) wh
 does not apply: a self-metered GPU has no commitment discount, no correction, no separate
 contracted price. What each column holds, and why, is in docs/cost.md ("FOCUS export").
 
+After them come two custom columns, prefixed ``x_`` as FOCUS requires of columns it does not
+define (it defines none for energy or carbon, 1.0 to 1.3): ``x_EnergyConsumedKwh``, the GPU's
+own energy from its counter (without PUE), and ``x_Co2Grams``, the CO2 of that energy at the
+facility (PUE and the grid's intensity of its hour, as metered); NULL where unknown.
+
 Money is written exactly as the ledger holds it (12 decimals, the ``Numeric(24, 12)`` of
 ``gpu_usage.cost_usd``): no rounding, so the rows sum to the metered total to the digit. Unit
 prices are the charge's cost per GPU-hour to the micro-dollar (the rate card's price, or the
@@ -38,6 +43,10 @@ COLUMNS_1_0 = (
     "RegionName", "ResourceId", "ResourceName", "ResourceType", "ServiceCategory",
     "ServiceName", "SkuId", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
 )  # fmt: skip
+# Ours, after FOCUS's: readers that ignore what they do not know (the validator, importers,
+# gpuwatch's own `import focus`) read the FOCUS columns unchanged.
+CUSTOM_COLUMNS = ("x_EnergyConsumedKwh", "x_Co2Grams")
+COLUMNS = (*COLUMNS_1_0, *CUSTOM_COLUMNS)
 
 SERVICE_NAME = "GPU compute"
 RESOURCE_TYPE = "GPU"
@@ -48,6 +57,9 @@ _MONEY = Decimal("1e-12")  # the ledger's scale: exact
 _PRICE = Decimal("1e-6")
 _QUANTITY = Decimal("1e-9")  # GPU-hours to 3.6 microseconds
 _HOUR_SECONDS = Decimal(3600)
+_KWH = Decimal("1e-9")  # 3.6 millijoules
+_GRAMS = Decimal("1e-6")
+_JOULES_PER_KWH = Decimal(3_600_000)
 NO_LABELS = Labels()
 
 
@@ -92,8 +104,8 @@ def tags(charge: Charge, labels: Labels = NO_LABELS) -> dict[str, str]:
 
 
 def row(charge: Charge, naming: Naming) -> dict[str, str | None]:
-    """The FOCUS 1.0 row of a priced charge (``charge.cost_usd`` set), as CSV text; None is
-    NULL."""
+    """The FOCUS 1.0 row of a priced charge (``charge.cost_usd`` set), with the custom columns,
+    as CSV text; None is NULL."""
     assert charge.cost_usd is not None, "a charge no rate covers has no FOCUS row"
     cost = money(charge.cost_usd)
     hours = gpu_hours(charge.observed_seconds)
@@ -123,8 +135,10 @@ def row(charge: Charge, naming: Naming) -> dict[str, str | None]:
         "SkuId": sku, "SkuPriceId": sku,
         "SubAccountId": charge.host, "SubAccountName": charge.host,
         "Tags": json.dumps(tags(charge, naming.labels), sort_keys=True, ensure_ascii=False),
+        "x_EnergyConsumedKwh": kwh(charge.energy_joules),
+        "x_Co2Grams": grams(charge.co2_grams),
     }  # fmt: skip
-    return {column: values.get(column) for column in COLUMNS_1_0}
+    return {column: values.get(column) for column in COLUMNS}
 
 
 def money(amount: Decimal) -> str:
@@ -133,6 +147,16 @@ def money(amount: Decimal) -> str:
 
 def gpu_hours(seconds: float) -> str:
     return _plain((_seconds(seconds) / _HOUR_SECONDS).quantize(_QUANTITY))
+
+
+def kwh(joules: float | None) -> str | None:
+    if joules is None:
+        return None
+    return _plain((Decimal(repr(joules)) / _JOULES_PER_KWH).quantize(_KWH))
+
+
+def grams(amount: float | None) -> str | None:
+    return None if amount is None else _plain(Decimal(repr(amount)).quantize(_GRAMS))
 
 
 def unit_price(cost: Decimal, seconds: float) -> str | None:
@@ -163,9 +187,9 @@ def _plain(value: Decimal) -> str:
 def header(version: str) -> tuple[str, ...]:
     if version not in VERSIONS:
         raise ValueError(f"FOCUS {version}: only {', '.join(VERSIONS)} is written")
-    return COLUMNS_1_0
+    return COLUMNS
 
 
 def as_csv_values(values: Mapping[str, str | None]) -> list[str]:
     """A row's fields in header order; NULL is an empty field."""
-    return ["" if values[c] is None else str(values[c]) for c in COLUMNS_1_0]
+    return ["" if values[c] is None else str(values[c]) for c in COLUMNS]

@@ -25,13 +25,15 @@ from agent.cli import export as export_cli
 from agent.cli.main import build_parser, main
 from agent.config.settings import Config, load_config
 from agent.cost.billing import billed, reconcile
-from agent.cost.metering import metered_rollup
+from agent.cost.carbon import co2_of
+from agent.cost.metering import LedgerMeter
 from agent.cost.provisional import reading
 from agent.cost.ratecard import RateCard
 from agent.cost.summarize import summarize_on
 from agent.reporting.focus_charges import Charge
-from agent.reporting.focus_rows import COLUMNS_1_0, VERSIONS, Naming, as_csv_values, row
+from agent.reporting.focus_rows import COLUMNS, VERSIONS, Naming, as_csv_values, row
 from agent.storage.db import open_database, upgrade_database
+from agent.storage.rollup import Rollup
 from collectors.base import Sample
 from tests.agent.focus_validator import Verdict, find_validator
 from tests.agent.rollup_helpers import Box, EngineScrape, Gpu
@@ -96,7 +98,9 @@ def meter(db: Engine, config: Config, start: datetime, ticks: int) -> None:
             g.energy = 1000.0 + 50.0 * i
         box.tick(start + timedelta(seconds=STEP * i))
     end = start + timedelta(seconds=STEP * ticks + 600)
-    metered_rollup(db, "box", RateCard(config.rates), interval_seconds=STEP).run(end)
+    # The daemon's metering: CO2 counted where [energy] sets an intensity.
+    ledger = LedgerMeter("box", RateCard(config.rates), co2_of=co2_of(config.energy))
+    Rollup(db, "box", STEP, ledger).run(end)
 
 
 @dataclass
@@ -168,7 +172,7 @@ def test_rows_are_gpu_hours_at_the_rate_card_with_the_models_served_in_each_hour
     metered: Metered, tmp_path: Path
 ) -> None:
     rows = export(metered, tmp_path / "focus.csv", "--last-month")
-    assert list(rows[0]) == list(COLUMNS_1_0)
+    assert list(rows[0]) == list(COLUMNS)  # FOCUS 1.0's, then x_EnergyConsumedKwh, x_Co2Grams
     got = [(r["ResourceId"], r["ChargePeriodStart"], r["ChargePeriodEnd"]) for r in rows]
     hours = [("2026-11-01T12:00:00Z", "2026-11-01T13:00:00Z"),
              ("2026-11-01T13:00:00Z", "2026-11-01T14:00:00Z"),
@@ -356,7 +360,7 @@ def charge(**changes: object) -> Charge:
 def write_rows(path: Path, rows: list[dict[str, str | None]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(COLUMNS_1_0)
+        writer.writerow(COLUMNS)
         writer.writerows(as_csv_values(r) for r in rows)
     return path
 
