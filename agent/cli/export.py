@@ -134,6 +134,10 @@ def _notes(written: Written, config: Config, period: Period, args: argparse.Name
             f"ProviderName is {DEFAULT_PROVIDER!r}: set [export.focus] provider to name who "
             "hosts these GPUs"
         )
+    if written.rows and config.energy.intensity is None:
+        lines.append(
+            "x_Co2Grams is empty: set [energy] grams_co2_per_kwh to count CO2 (from then on)"
+        )
     if written.unpriced_seconds:
         hours = written.unpriced_seconds / 3600
         lines.append(

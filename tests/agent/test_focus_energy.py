@@ -102,7 +102,7 @@ def test_a_constant_intensity_gives_every_day_its_hours_co2(db_url: str, tmp_pat
 
 
 def test_without_energy_configured_the_energy_is_kept_and_co2_is_null(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     upgrade_database(db_url)
     path = write_config(tmp_path / "gpuwatch.toml", db_url)
@@ -117,6 +117,7 @@ def test_without_energy_configured_the_energy_is_kept_and_co2_is_null(
         "0.001666667"
     }
     assert {r["x_Co2Grams"] for r in rows} == {""}
+    assert "x_Co2Grams is empty: set [energy] grams_co2_per_kwh" in capsys.readouterr().err
 
 
 def test_a_charge_without_energy_has_null_energy_columns() -> None:
