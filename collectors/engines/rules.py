@@ -2,7 +2,8 @@
 
 Per model, the rows of one engine series are combined over every other label: counters and
 queue gauges are summed (data-parallel ``engine`` ranks, multiprocess ``pid`` children,
-``is_streaming`` splits), ratios take the maximum (a KV cache is as full as its fullest rank).
+``is_streaming`` splits), ratios take the maximum (a KV cache is as full as its fullest rank),
+and per-GPU counters the mean (each rank's rows count the work of one of its GPUs).
 Histograms add bucket counts le by le, only when every child has the same buckets.
 A series the engine does not expose yields no sample: absent is unknown, never zero.
 """
@@ -24,6 +25,7 @@ from collectors.engines.exposition import Exposition, Row
 class Agg(Enum):
     SUM = "sum"
     MAX = "max"
+    MEAN = "mean"  # counters only: a per-GPU figure of several ranks, as one rank's GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,7 @@ class Counter:
     # An engine label that becomes a canonical label, e.g. finished_reason -> reason.
     split: tuple[str, str] | None = None
     labels: Mapping[str, str] = field(default_factory=dict)  # fixed extra labels
+    agg: Agg = Agg.SUM  # SUM or MEAN (the mean of counters is one while the ranks stay)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +133,14 @@ class Mapper:
     def _counter_rows(self, rule: Counter, source: str, rows: list[Row]) -> None:
         created = _created_by_key(self.exposition, source, self.model_of, rule.split)
         totals: dict[tuple[str, str], float] = defaultdict(float)
+        children: dict[tuple[str, str], int] = defaultdict(int)
         for labels, value in rows:
-            totals[
-                (self.model_of(labels), labels.get(rule.split[0], "") if rule.split else "")
-            ] += value
+            key = (self.model_of(labels), labels.get(rule.split[0], "") if rule.split else "")
+            totals[key] += value
+            children[key] += 1
         for (model, split_value), total in totals.items():
+            if rule.agg is Agg.MEAN:
+                total /= children[(model, split_value)]
             extra = {**rule.labels, **({rule.split[1]: split_value} if rule.split else {})}
             self.emit(rule.canonical, total, model, extra)
             when = created.get((model, split_value))

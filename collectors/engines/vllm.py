@@ -11,6 +11,13 @@ Useful tokens exact to the request: the per-request histograms ``request_generat
 per finished request, so their ``_sum`` counts what finished requests used and their ``_count``
 the requests; they become the ``completed`` counters. ``generation_tokens_total`` also counts
 what streams a client dropped mid-way consumed (vLLM does not count those as aborted).
+
+Work estimates (V1, e.g. 0.32; incremented only with ``--enable-mfu-metrics``, registered and
+left at 0 without it): ``estimated_flops_per_gpu_total`` and
+``estimated_{read,write}_bytes_per_gpu_total`` count what vLLM's analytic model says each step
+cost one GPU of its rank. Per model they take
+the *mean* over DP ranks (``engine``), not the sum: the deployment's per-GPU figure, which
+agent.cost.efficiency divides by one GPU's peak.
 """
 
 from __future__ import annotations
@@ -54,6 +61,21 @@ RULES = (
     Counter(
         "gpuwatch_engine_completed_prompt_tokens_computed_total",
         ("vllm:request_prefill_kv_computed_tokens_sum",),
+    ),
+    Counter(
+        "gpuwatch_engine_estimated_flops_total",
+        ("vllm:estimated_flops_per_gpu_total",),
+        agg=Agg.MEAN,
+    ),
+    Counter(
+        "gpuwatch_engine_estimated_read_bytes_total",
+        ("vllm:estimated_read_bytes_per_gpu_total",),
+        agg=Agg.MEAN,
+    ),
+    Counter(
+        "gpuwatch_engine_estimated_write_bytes_total",
+        ("vllm:estimated_write_bytes_per_gpu_total",),
+        agg=Agg.MEAN,
     ),
     Histogram("gpuwatch_engine_ttft_seconds", ("vllm:time_to_first_token_seconds",)),
     Histogram(

@@ -18,11 +18,15 @@ class Source:
     sample: str  # the raw sample name
     where: Mapping[str, str]
     created: str  # the raw ``_created`` family restarts are told by
-    combine: str = "sum"  # children summed, or "max" (KV usage: the fullest rank)
+    combine: str = "sum"  # children summed, "max" (KV usage: the fullest rank) or "mean"
 
 
 def _counter(sample: str, **where: str) -> Source:
     return Source(sample, where, sample.removesuffix("_total") + "_created")
+
+
+def _per_gpu(sample: str) -> Source:  # one GPU's work per DP rank: the ranks' mean, not sum
+    return Source(sample, {}, sample.removesuffix("_total") + "_created", "mean")
 
 
 def _from_histogram(sample: str) -> Source:  # a histogram's _sum or _count as a counter
@@ -54,6 +58,14 @@ COUNTERS = {
     ),
     "gpuwatch_engine_requests_completed_total": _from_histogram(
         "vllm:request_generation_tokens_count"
+    ),
+    # --enable-mfu-metrics: vLLM's estimates of one GPU's work (0 without the flag).
+    "gpuwatch_engine_estimated_flops_total": _per_gpu("vllm:estimated_flops_per_gpu_total"),
+    "gpuwatch_engine_estimated_read_bytes_total": _per_gpu(
+        "vllm:estimated_read_bytes_per_gpu_total"
+    ),
+    "gpuwatch_engine_estimated_write_bytes_total": _per_gpu(
+        "vllm:estimated_write_bytes_per_gpu_total"
     ),
 }
 FINISHED = ("gpuwatch_engine_requests_finished_total", "vllm:request_success_total")
@@ -87,7 +99,8 @@ def expected(raw: Raw) -> Ours:
         pick = promtext.highest if src.combine == "max" else promtext.total
         _put(want, canonical, "", pick(raw, src.sample, **src.where))
     for canonical, src in COUNTERS.items():
-        _put(want, canonical, "", promtext.total(raw, src.sample, **src.where))
+        combine = _mean if src.combine == "mean" else promtext.total
+        _put(want, canonical, "", combine(raw, src.sample, **src.where))
         created = canonical.removesuffix("_total") + "_created"
         if (canonical, "") in want:
             _put(want, created, "", promtext.highest(raw, src.created))
@@ -106,6 +119,11 @@ def expected(raw: Raw) -> Ours:
             pick = promtext.highest if suffix == "_created" else promtext.total
             _put(want, canonical + suffix, "", pick(raw, base + suffix))
     return want
+
+
+def _mean(raw: Raw, name: str, **where: str) -> float | None:
+    values = [value for _labels, value in promtext.rows(raw, name, **where)]
+    return sum(values) / len(values) if values else None
 
 
 def _put(want: Ours, metric: str, extra: str, value: float | None) -> None:

@@ -88,6 +88,8 @@ class VllmServer:
             "--max-model-len", str(MAX_MODEL_LEN),
             "--max-num-seqs", "8",
             "--seed", "0",
+            # vLLM's FLOPs/bytes estimates (MFU/MBU inputs); without it the counters stay 0.
+            "--enable-mfu-metrics",
         ]  # fmt: skip
         began = time.monotonic()
         with self.log_path.open("wb") as log:
