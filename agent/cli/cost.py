@@ -33,6 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    from agent.cli import cost_work
     from agent.cost.billing import reconcile
     from agent.cost.provisional import reading
     from agent.cost.summarize import summarize_on
@@ -48,17 +49,22 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         # Everything stored, the minutes not yet rolled up included (agent.cost.provisional).
         with reading(engine, config, (), (start, end)) as (conn, coverage):
             summary = summarize_on(conn, *coverage.window, useful=config.cost.useful_tokens)
+            work, energy, by_model = cost_work.read(conn, *coverage.window, config)
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
     rule, split = config.cost.useful_tokens, config.cost.shared_gpu_split
     if args.json:
-        document = _as_json(summary, recon, config.zone, split)
+        document = _as_json(summary, recon, config.zone, split) | cost_work.as_json(work, energy)
+        for model in document["models"]:
+            if model["name"] in by_model:
+                model.update(cost_work.model_json(by_model[model["name"]]))
         print(
             json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)
         )
     else:
         lines = _table(summary, recon, args.window, config.zone, split)
+        lines += cost_work.lines(work, energy)
         lines += cost_teams.lines(summary, config.labels, rule)
         # Model and host names come from scraped labels: no control character reaches the tty.
         print(printable("\n".join(lines), keep="\n"))

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert, select
 
 from agent.config.settings import Config
+from agent.cost.carbon import co2_of
 from agent.cost.ledger import Allocation, Co2Of, Observation, Usage, meter
 from agent.cost.ratecard import GpuPrices, RateCard
 from agent.storage.buckets import FINER, floor_to
@@ -49,7 +50,9 @@ def rollup_for(
 ) -> Rollup:
     """The daemon's rollup job for its host, metering the ledger with the configured rates;
     ``writer_turn`` as for :class:`Rollup`."""
-    ledger = LedgerMeter(config.host, RateCard(config.rates), config.cost.shared_gpu_split)
+    ledger = LedgerMeter(
+        config.host, RateCard(config.rates), config.cost.shared_gpu_split, co2_of(config.energy)
+    )
     return Rollup.from_config(engine, config, ledger, writer_turn)
 
 
@@ -59,11 +62,13 @@ def metered_rollup(
     rate_card: RateCard,
     interval_seconds: float,
     split_rule: str = "memory",
+    co2: Co2Of | None = None,
     **options: Any,
 ) -> Rollup:
-    """A rollup job for ``host`` that meters the ledger at ``rate_card`` (tests, benchmarks)."""
+    """A rollup job for ``host`` that meters the ledger at ``rate_card`` (reports' provisional
+    part, tests, benchmarks); ``co2`` prices energy in grams of CO2."""
     return Rollup(
-        engine, host, interval_seconds, LedgerMeter(host, rate_card, split_rule), **options
+        engine, host, interval_seconds, LedgerMeter(host, rate_card, split_rule, co2), **options
     )
 
 

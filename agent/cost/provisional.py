@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError
 
 from agent.config.settings import Config
+from agent.cost.carbon import co2_of
 from agent.cost.metering import metered_rollup
 from agent.cost.ratecard import RateCard
 from agent.storage.buckets import DAY, HOUR, MINUTE
@@ -90,7 +91,7 @@ def up_to_date(
     for host in sorted(ticks):
         rollup = metered_rollup(
             conn.engine, host, RateCard(config.rates), config.daemon.interval_seconds,
-            config.cost.shared_gpu_split,
+            config.cost.shared_gpu_split, co2_of(config.energy),
         )  # fmt: skip
         made = rollup.provisional(conn, window)
         read = (min(read[0], made.window[0]), max(read[1], made.window[1]))

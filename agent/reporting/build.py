@@ -81,7 +81,7 @@ def build_report(
     billed_usd = None if wanted.any else billed_by_source(engine, period)
     gpus = gpu_rows(figures, measured, names, bases, config.cost.shared_gpu_split)
     alerts = [a for a in fired if wanted.keeps_alert(a, figures.targets, figures.gpus)]
-    models_rows = model_rows(figures, earlier, measured)
+    models_rows = model_rows(figures, earlier, measured, config.energy)
     teams, projects = group_rows(figures, config)
     return Report(
         generated_at=now,
@@ -90,7 +90,7 @@ def build_report(
         hosts_filter=tuple(sorted(wanted.hosts)),
         models_filter=tuple(sorted(wanted.models)),
         useful_tokens_rule=rule,
-        totals=totals(figures, earlier, billed_usd),
+        totals=totals(figures, earlier, billed_usd, config.energy),
         spend_sources=spend_sources(figures, billed_usd),
         models=models_rows,
         hosts=host_rows(figures, earlier),

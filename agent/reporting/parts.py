@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine
 
+from agent.config.energy import EnergyConfig
 from agent.config.settings import Config
 from agent.cost.budget import gather_spend
 from agent.cost.split_basis import SplitBasis
@@ -74,14 +75,7 @@ from agent.reporting.work_parts import (
 from agent.storage.series_math import histogram_quantile
 
 MINUTE = timedelta(minutes=1)
-
-
-@dataclass(frozen=True, slots=True)
-class PowerPrice:
-    """What turns GPU joules into facility kWh and money: ``[energy]`` pue and usd_per_kwh."""
-
-    pue: float = 1.0
-    usd_per_kwh: Decimal | None = None
+NO_ENERGY = EnergyConfig()
 
 
 TOP_WASTE = 5
@@ -92,7 +86,7 @@ def totals(
     f: Figures,
     earlier: Figures,
     billed_usd: Mapping[str, Decimal] | None,
-    power: PowerPrice = PowerPrice(),
+    energy: EnergyConfig = NO_ENERGY,
 ) -> Totals:
     total, produced, allocated = f.total, f.produced, f.allocated()
     billed_total = None if not billed_usd else sum(billed_usd.values(), Decimal(0))
@@ -125,13 +119,8 @@ def totals(
         cost_unknown_reason=unknown,
         work=work_totals(f.usage.values()),
         energy=energy_figures(
-            total.energy,
-            total.co2,
-            useful,
-            power.pue,
-            power.usd_per_kwh,
-            energy_basis(f.usage.values()),
-        ),  # fmt: skip
+            total.energy, total.co2, useful, energy, energy_basis(f.usage.values())
+        ),
     )
 
 
@@ -159,7 +148,7 @@ def spend_sources(f: Figures, billed_usd: Mapping[str, Decimal] | None) -> tuple
 
 
 def model_rows(
-    f: Figures, earlier: Figures, gauges: Gauges, power: PowerPrice = PowerPrice()
+    f: Figures, earlier: Figures, gauges: Gauges, energy: EnergyConfig = NO_ENERGY
 ) -> tuple[ModelRow, ...]:
     before = earlier.model_sums()
     return tuple(
@@ -180,9 +169,7 @@ def model_rows(
             previous_cost_per_million_tokens_usd=_previous(before.get(model), f.rule),
             ttft=_latency(gauges.buckets.get((model, "ttft"))),
             e2e=_latency(gauges.buckets.get((model, "e2e"))),
-            energy=energy_figures(
-                m.energy, m.co2, m.tokens.useful(f.rule), power.pue, power.usd_per_kwh
-            ),
+            energy=energy_figures(m.energy, m.co2, m.tokens.useful(f.rule), energy),
         )
         for model, m in f.model_sums().items()
     )

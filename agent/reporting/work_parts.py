@@ -13,11 +13,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from agent.config.energy import EnergyConfig
+from agent.cost.carbon import (
+    JOULES_PER_KWH,
+    energy_cost_usd,
+    facility_kwh,
+    grams_per_million_tokens,
+    joules_per_token,
+)
 from agent.reporting.figures import hours
 from agent.reporting.ledger_sums import Usage
 from agent.reporting.model import Energy, Work
-
-JOULES_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +75,21 @@ def energy_figures(
     joules: float | None,
     co2_grams: float | None,
     useful_tokens: float,
-    pue: float = 1.0,
-    usd_per_kwh: Decimal | None = None,
+    energy: EnergyConfig,
     basis: str | None = None,
 ) -> Energy:
-    """Energy, its cost and CO2, in total and per useful token."""
+    """Energy, its cost at ``[energy] usd_per_kwh`` and its CO2, in total and per useful
+    token."""
     if joules is None:
         return Energy()
-    facility = joules * pue / JOULES_PER_KWH
-    cost = None if usd_per_kwh is None else Decimal(repr(round(facility, 9))) * usd_per_kwh
     return Energy(
         gpu_kwh=joules / JOULES_PER_KWH,
-        facility_kwh=facility,
+        facility_kwh=facility_kwh(joules, energy.pue),
         basis=basis,
-        cost_usd=cost,
+        cost_usd=energy_cost_usd(joules, energy),
         co2_grams=co2_grams,
-        joules_per_useful_token=joules / useful_tokens if useful_tokens > 0 else None,
-        co2_grams_per_million_tokens=(
-            co2_grams / useful_tokens * 1e6 if co2_grams is not None and useful_tokens > 0 else None
-        ),
+        joules_per_useful_token=joules_per_token(joules, useful_tokens),
+        co2_grams_per_million_tokens=grams_per_million_tokens(co2_grams, useful_tokens),
     )
 
 

@@ -1,0 +1,74 @@
+"""`gpuwatch cost`'s real-work and energy figures: SM activity beside NVML's busy flag, and
+energy, its cost and CO2 per useful token, read as the report reads them
+(:mod:`agent.reporting.work_parts`), so the two commands cannot disagree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agent.reporting.figures import Figures
+from agent.reporting.ledger_sums import Usage
+from agent.reporting.queries import Wanted, Window
+from agent.reporting.render.fields import energy_record, work_record
+from agent.reporting.render.values import json_value, text
+from agent.reporting.work_parts import energy_basis, energy_figures, work_totals
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from agent.config.settings import Config
+    from agent.reporting.model import Energy, Work
+
+EVERYTHING = Wanted(frozenset(), frozenset())
+MODEL_KEYS = ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_tokens")
+
+
+def read(
+    conn: Connection, start: datetime, end: datetime, config: Config
+) -> tuple[Work, Energy, dict[str, Energy]]:
+    """The window's real work, its energy and each model's share of it."""
+    rule = config.cost.useful_tokens
+    figures = Figures.of(Window.read(conn, start, end, EVERYTHING, [start]), EVERYTHING, rule)
+    usages = list(figures.usage.values())
+    total = sum(usages, Usage())
+    useful = figures.produced.useful(rule)
+    energy = energy_figures(total.energy, total.co2, useful, config.energy, energy_basis(usages))
+    models = {
+        model: energy_figures(m.energy, m.co2, m.tokens.useful(rule), config.energy)
+        for model, m in figures.model_sums().items()
+    }
+    return work_totals(usages), energy, models
+
+
+def as_json(work: Work, energy: Energy) -> dict[str, Any]:
+    cells = work_record(work) | energy_record(energy)
+    return {key: json_value(cell) for key, cell in cells.items()}
+
+
+def model_json(energy: Energy) -> dict[str, Any]:
+    cells = energy_record(energy)
+    return {key: json_value(cells[key]) for key in MODEL_KEYS}
+
+
+def lines(work: Work, energy: Energy) -> list[str]:
+    """Two lines for people: real work beside the flag, and energy per useful token."""
+    w, e = work_record(work), energy_record(energy)
+    if work.sm_active_gpu_hours is None:
+        sm = "SM activity  n/a (no GPM or dcgm-exporter profiling source): busy is NVML's flag"
+    else:
+        sm = (
+            f"SM activity  {text(w['sm_active_gpu_hours'])} SM-active h of "
+            f"{text(w['sm_observed_gpu_hours'])} h profiled; idle by SM activity "
+            f"{text(w['sm_idle_cost_usd'])} (by NVML's flag over the same hours "
+            f"{text(w['flag_idle_cost_usd_over_sm_hours'])})"
+        )
+    if energy.gpu_kwh is None:
+        return [sm, "energy       n/a (no energy counter or power reading)"]
+    return [
+        sm,
+        f"energy       {text(e['energy_kwh'])} kWh GPU ({text(e['energy_basis'])}), "
+        f"{text(e['facility_energy_kwh'])} kWh facility, cost {text(e['energy_cost_usd'])}, "
+        f"CO2 {text(e['co2_grams'])} g; per useful token {text(e['joules_per_useful_token'])} J,"
+        f" {text(e['co2_grams_per_million_tokens'])} g CO2 per M",
+    ]
