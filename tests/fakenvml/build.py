@@ -24,6 +24,7 @@ from agent.sim.fakenvml.build import (
     is_fake,
 )
 from agent.sim.fakenvml.hardware import (
+    FakeGpm,
     FakeGpu,
     FakeMig,
     FakeNvmlConfig,
@@ -35,9 +36,9 @@ from agent.sim.fakenvml.hardware import (
 )
 
 __all__ = [
-    "LIB_NAME", "MARKER", "OLD_DRIVER_DIR", "SOURCE", "FakeGpu", "FakeMig", "FakeNvmlConfig",
-    "FakeProcess", "FakeRemap", "FakeXid", "GiB", "build", "build_all", "find_header_dir",
-    "is_fake", "write_config",
+    "LIB_NAME", "MARKER", "OLD_DRIVER_DIR", "SOURCE", "FakeGpm", "FakeGpu", "FakeMig",
+    "FakeNvmlConfig", "FakeProcess", "FakeRemap", "FakeXid", "GiB", "build", "build_all",
+    "find_header_dir", "is_fake", "write_config",
 ]  # fmt: skip
 
 

@@ -9,8 +9,8 @@
  *
  * With -DGPUWATCH_FAKE_OLD_DRIVER the library plays an old driver: the newer symbols
  * (nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetTemperatureV,
- * nvmlDeviceGetCurrentClocksEventReasons, nvmlDevice{Compute,Graphics}RunningProcesses_v3)
- * are not exported at all, so pynvml's lookup fails exactly as on a real old driver.
+ * nvmlDeviceGetCurrentClocksEventReasons, nvmlDevice{Compute,Graphics}RunningProcesses_v3,
+ * every nvmlGpm* function) are not exported at all, so pynvml's lookup fails exactly as on a real old driver.
  *
  * The "hardware" is a text file named by $FAKE_NVML_CONFIG, checked on EVERY call so that a
  * test can rewrite it mid-test (re-parsed when its path, inode, size or times change: replace
@@ -24,9 +24,12 @@
  *       energy=<mJ> ecc_corrected=<n> ecc_uncorrected=<n> throttle=<bitmask, 0x.. allowed>
  *       migmode=0|1 migmax=<n> lost=1 bus=<PCI bus id>
  *       remap_corr=<n> remap_unc=<n> remap_pending=0|1 remap_failure=0|1
+ *       gpm=1 smactive=<%> smocc=<%> tensor=<%> dram=<%> fp16=<%> fp32=<%> fp64=<%>
+ *       gpmfail=<code>
  *                                                      (all on one line; one line per GPU,
  *                                                      in index order)
  *   mig gpu=<index> idx=<slot> uuid=MIG-... total=<B> used=<B> reserved=<B> gi=<id> ci=<id>
+ *       [smactive=<%> smocc=<%> tensor=<%> dram=<%> fp16=<%> fp32=<%> fp64=<%>]
  *   proc gpu=<index> pid=<pid> mem=<B> type=compute|graphics|both [mig=<slot>]
  *       [smutil=<percent>]             its SM utilization (nvmlDeviceGetProcessUtilization)
  *   missing <nvmlFunctionName>          that function returns NVML_ERROR_FUNCTION_NOT_FOUND
@@ -47,6 +50,19 @@
  * Calls before nvmlInit or after the matching nvmlShutdown return NVML_ERROR_UNINITIALIZED.
  * The remap_* keys are nvmlDeviceGetRemappedRows' four values (all four, or NOT_SUPPORTED);
  * bus defaults to 00000000:<0x18 + index>:00.0 (nvmlDeviceGetPciInfo_v3's busId).
+ *
+ * GPM (Hopper and newer): gpm=1 makes nvmlGpmQueryDeviceSupport say the GPU is supported; no
+ * gpm key (or 0) makes it say unsupported, and the sample calls answer NOT_SUPPORTED. A sample
+ * (nvmlGpmSampleGet on a GPU, nvmlGpmMigSampleGet on a GPU and a MIG instance's gi) records
+ * its device and a sequence number; nvmlGpmMetricsGet between two samples of the same device,
+ * sample2 newer than sample1, gives each metric its configured percent as read at that call
+ * (smactive: SM_UTIL, smocc: SM_OCCUPANCY, tensor: ANY_TENSOR_UTIL, dram: DRAM_BW_UTIL,
+ * fp16/fp32/fp64: FP16/FP32/FP64_UTIL, util: GRAPHICS_UTIL); a metric without its key, or any
+ * other metric id, gets NOT_SUPPORTED in its own nvmlReturn. Samples of different devices, or
+ * not in order, make the whole call INVALID_ARGUMENT. gpmfail=<code> makes that GPU's (and its
+ * MIG instances') sample calls return <code>. Every allocated sample is counted in the exported
+ * int gpuwatch_fake_gpm_live_samples (read it with ctypes to check for leaks);
+ * nvmlGpmSampleFree works whatever state the driver is in, as nvmlShutdown does.
  *
  * Xid events, as real NVML delivers them: an event set sees only the events raised after it
  * was created, on the GPUs registered in it for nvmlEventTypeXidCriticalError, each once. The
@@ -80,10 +96,19 @@
 /* Lets the tests tell this library from a real driver's (a plain string, found by grep). */
 __attribute__((visibility("default"))) const char gpuwatch_fake_nvml[] = "gpuwatch fake libnvidia-ml";
 
+/* GPM metrics in percent, NOT_SET where the "hardware" lacks them. */
+typedef struct {
+    long long smactive, smocc, tensor, dram, fp16, fp32, fp64;
+} fake_gpm;
+
+static const char *gpm_keys[] = {"smactive", "smocc", "tensor", "dram", "fp16", "fp32", "fp64"};
+#define GPM_KEYS (sizeof gpm_keys / sizeof gpm_keys[0])
+
 typedef struct {
     int present;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     long long total, used, reserved, gi, ci;
+    fake_gpm gpm;
 } fake_mig;
 
 typedef struct {
@@ -93,6 +118,8 @@ typedef struct {
     long long ecc_corrected, ecc_uncorrected, throttle, migmode, migmax;
     long long remap_corr, remap_unc, remap_pending, remap_failure;
     int lost;
+    long long gpmsupport, gpmfail;
+    fake_gpm gpm;
     char bus[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
     fake_mig migs[MAX_MIGS];
 } fake_gpu;
@@ -198,6 +225,31 @@ static void copy_str(char *dst, size_t size, const char *src)
     snprintf(dst, size, "%s", src);
 }
 
+static long long *gpm_field(fake_gpm *gpm, size_t i)
+{
+    long long *fields[] = {&gpm->smactive, &gpm->smocc, &gpm->tensor, &gpm->dram,
+                           &gpm->fp16, &gpm->fp32, &gpm->fp64};
+    return fields[i];
+}
+
+static void gpm_unset(fake_gpm *gpm)
+{
+    for (size_t i = 0; i < GPM_KEYS; i++)
+        *gpm_field(gpm, i) = NOT_SET;
+}
+
+/* 1 when key is one of the GPM metric keys (and stores its value). */
+static int gpm_pair(fake_gpm *gpm, const char *key, const char *value)
+{
+    for (size_t i = 0; i < GPM_KEYS; i++) {
+        if (!strcmp(key, gpm_keys[i])) {
+            *gpm_field(gpm, i) = parse_number(value);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void parse_gpu(char *rest)
 {
     if (cfg.ngpus >= MAX_GPUS)
@@ -218,6 +270,9 @@ static void parse_gpu(char *rest)
     size_t n = sizeof names / sizeof names[0];
     for (size_t i = 0; i < n; i++)
         *numbers[i] = NOT_SET;
+    g->gpmsupport = 0;
+    g->gpmfail = 0;
+    gpm_unset(&g->gpm);
     snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%d", idx);
     snprintf(g->bus, sizeof g->bus, "00000000:%02X:00.0", 0x18 + idx);
     copy_str(g->name, sizeof g->name, "Fake GPU");
@@ -232,6 +287,12 @@ static void parse_gpu(char *rest)
             g->lost = (int)parse_number(value);
         else if (!strcmp(key, "bus"))
             copy_str(g->bus, sizeof g->bus, value);
+        else if (!strcmp(key, "gpm"))
+            g->gpmsupport = parse_number(value);
+        else if (!strcmp(key, "gpmfail"))
+            g->gpmfail = parse_number(value);
+        else if (gpm_pair(&g->gpm, key, value))
+            continue;
         else
             for (size_t i = 0; i < n; i++)
                 if (!strcmp(key, names[i]))
@@ -245,6 +306,7 @@ static void parse_mig(char *rest)
 {
     long long gpu = -1, slot = -1;
     fake_mig m = {.present = 1, .total = NOT_SET, .used = 0, .reserved = 0, .gi = 0, .ci = 0};
+    gpm_unset(&m.gpm);
     char *key, *value;
     while (next_pair(&rest, &key, &value)) {
         if (!strcmp(key, "gpu"))
@@ -263,6 +325,8 @@ static void parse_mig(char *rest)
             m.gi = parse_number(value);
         else if (!strcmp(key, "ci"))
             m.ci = parse_number(value);
+        else
+            gpm_pair(&m.gpm, key, value);
     }
     /* A mig line must follow its gpu line. */
     if (gpu >= 0 && gpu < cfg.ngpus && slot >= 0 && slot < MAX_MIGS)
@@ -1036,3 +1100,159 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
     set->used = 0;
     return NVML_SUCCESS;
 }
+
+/* ---------------------------------------------------------------- GPM */
+
+/* Live samples (allocated, not yet freed): a test reads it with ctypes to check for leaks. */
+__attribute__((visibility("default"))) int gpuwatch_fake_gpm_live_samples;
+
+#ifndef GPUWATCH_FAKE_OLD_DRIVER
+#define GPM_MAGIC 0x47504d53 /* "GPMS": tells our samples from a stray pointer */
+
+struct nvmlGpmSample_st {
+    int magic;
+    int filled;
+    int gpu, mig; /* mig: the instance's slot, -1 for the whole GPU */
+    unsigned long long seq;
+};
+
+static unsigned long long gpm_seq; /* every sample taken gets the next number */
+
+static int valid_sample(nvmlGpmSample_t s)
+{
+    return s && s->magic == GPM_MAGIC;
+}
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport)
+{
+    BEGIN_DEVICE(device);
+    if (!gpmSupport)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    gpmSupport->isSupportedDevice = g->gpmsupport > 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
+{
+    BEGIN();
+    if (!gpmSample)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlGpmSample_t s = calloc(1, sizeof *s);
+    if (!s)
+        return NVML_ERROR_MEMORY;
+    s->magic = GPM_MAGIC;
+    __atomic_add_fetch(&gpuwatch_fake_gpm_live_samples, 1, __ATOMIC_SEQ_CST);
+    *gpmSample = s;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
+{
+    /* Like shutdown, freeing must work whatever state the driver is in. */
+    load_config();
+    nvmlReturn_t r = injected_failure(__func__);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!valid_sample(gpmSample))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    gpmSample->magic = 0; /* a second free of the same sample is caught, not a double free */
+    free(gpmSample);
+    __atomic_sub_fetch(&gpuwatch_fake_gpm_live_samples, 1, __ATOMIC_SEQ_CST);
+    return NVML_SUCCESS;
+}
+
+/* The checks both sample calls share: a physical GPU's handle, GPM supported, no injected
+ * per-GPU failure. */
+static nvmlReturn_t gpm_sampleable(const fake_gpu *g, const fake_mig *m, nvmlGpmSample_t s)
+{
+    if (m != NULL || !valid_sample(s))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->gpmfail != 0)
+        return (nvmlReturn_t)g->gpmfail;
+    if (g->gpmsupport <= 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+static void gpm_fill(nvmlGpmSample_t s, int gpu, int mig)
+{
+    s->filled = 1;
+    s->gpu = gpu;
+    s->mig = mig;
+    s->seq = __atomic_add_fetch(&gpm_seq, 1, __ATOMIC_SEQ_CST);
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
+{
+    BEGIN_DEVICE(device);
+    r_ = gpm_sampleable(g, m, gpmSample);
+    if (r_ != NVML_SUCCESS)
+        return r_;
+    gpm_fill(gpmSample, device->gpu, -1);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample)
+{
+    BEGIN_DEVICE(device);
+    r_ = gpm_sampleable(g, m, gpmSample);
+    if (r_ != NVML_SUCCESS)
+        return r_;
+    if (g->migmode != NVML_DEVICE_MIG_ENABLE)
+        return NVML_ERROR_NOT_SUPPORTED;
+    for (int slot = 0; slot < MAX_MIGS; slot++) {
+        if (g->migs[slot].present && g->migs[slot].gi == (long long)gpuInstanceId) {
+            gpm_fill(gpmSample, device->gpu, slot);
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+/* The configured percent of one metric on a sample's device, or NOT_SET. */
+static long long gpm_value(const fake_gpu *g, int mig, unsigned int metricId)
+{
+    const fake_gpm *gpm = mig >= 0 ? &g->migs[mig].gpm : &g->gpm;
+    switch (metricId) {
+    case NVML_GPM_METRIC_GRAPHICS_UTIL: return mig >= 0 ? NOT_SET : g->util;
+    case NVML_GPM_METRIC_SM_UTIL: return gpm->smactive;
+    case NVML_GPM_METRIC_SM_OCCUPANCY: return gpm->smocc;
+    case NVML_GPM_METRIC_ANY_TENSOR_UTIL: return gpm->tensor;
+    case NVML_GPM_METRIC_DRAM_BW_UTIL: return gpm->dram;
+    case NVML_GPM_METRIC_FP64_UTIL: return gpm->fp64;
+    case NVML_GPM_METRIC_FP32_UTIL: return gpm->fp32;
+    case NVML_GPM_METRIC_FP16_UTIL: return gpm->fp16;
+    default: return NOT_SET;
+    }
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
+{
+    BEGIN();
+    if (!metricsGet)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlGpmSample_t a = metricsGet->sample1, b = metricsGet->sample2;
+    if (!valid_sample(a) || !valid_sample(b) || !a->filled || !b->filled)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (a->gpu != b->gpu || a->mig != b->mig || b->seq <= a->seq)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (metricsGet->numMetrics > NVML_GPM_METRIC_MAX || a->gpu >= cfg.ngpus)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    const fake_gpu *g = &cfg.gpus[a->gpu];
+    if (g->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    for (unsigned int i = 0; i < metricsGet->numMetrics; i++) {
+        nvmlGpmMetric_t *metric = &metricsGet->metrics[i];
+        long long value = gpm_value(g, a->mig, metric->metricId);
+        metric->nvmlReturn = value < 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+        metric->value = value < 0 ? 0.0 : (double)value;
+        memset(&metric->metricInfo, 0, sizeof metric->metricInfo);
+    }
+    return NVML_SUCCESS;
+}
+#endif

@@ -16,6 +16,28 @@ GiB = 1024**3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FakeGpm:
+    """GPM metrics (Hopper and newer), in percent as nvmlGpmMetricsGet gives them; None: that
+    metric answers NOT_SUPPORTED in its own nvmlReturn."""
+
+    sm_active: int | None = None  # NVML_GPM_METRIC_SM_UTIL
+    sm_occupancy: int | None = None  # NVML_GPM_METRIC_SM_OCCUPANCY
+    tensor: int | None = None  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    dram: int | None = None  # NVML_GPM_METRIC_DRAM_BW_UTIL
+    fp16: int | None = None
+    fp32: int | None = None
+    fp64: int | None = None
+
+    def render(self) -> str:
+        """The config keys, with a leading space; absent metrics are left out."""
+        fields = {
+            "smactive": self.sm_active, "smocc": self.sm_occupancy, "tensor": self.tensor,
+            "dram": self.dram, "fp16": self.fp16, "fp32": self.fp32, "fp64": self.fp64,
+        }  # fmt: skip
+        return "".join(f" {k}={int(v)}" for k, v in fields.items() if v is not None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FakeMig:
     """A MIG device in slot ``slot`` of its GPU (nvmlDeviceGetMigDeviceHandleByIndex)."""
 
@@ -26,6 +48,7 @@ class FakeMig:
     reserved: int = 0
     gi: int = 0  # GPU instance id
     ci: int = 0  # compute instance id
+    gpm: FakeGpm | None = None  # read through the parent GPU (nvmlGpmMigSampleGet with gi)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +97,9 @@ class FakeGpu:
     # nvmlDeviceGetRemappedRows; None: not supported (a GPU before Ampere has no row remapper)
     remapped_rows: FakeRemap | None = None
     migs: tuple[FakeMig, ...] = ()
+    # None: GPM unsupported (before Hopper); nvmlGpmQueryDeviceSupport says so
+    gpm: FakeGpm | None = None
+    gpm_fail: int | None = None  # nvmlReturn_t code this GPU's GPM sample calls answer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,7 +173,9 @@ def _gpu_line(gpu: FakeGpu) -> str:
     }  # fmt: skip
     numbers = " ".join(f"{key}={_number(value)}" for key, value in fields.items())
     bus = "" if gpu.bus is None else f" bus={_word(gpu.bus)}"
-    return f"gpu uuid={_word(gpu.uuid)} name={_quoted(gpu.name)} {numbers}{bus}{_remap(gpu)}"
+    gpm = "" if gpu.gpm is None else " gpm=1" + gpu.gpm.render()
+    gpm += "" if gpu.gpm_fail is None else f" gpmfail={int(gpu.gpm_fail)}"
+    return f"gpu uuid={_word(gpu.uuid)} name={_quoted(gpu.name)} {numbers}{bus}{_remap(gpu)}{gpm}"
 
 
 def _remap(gpu: FakeGpu) -> str:
@@ -164,6 +192,7 @@ def _mig_line(gpu_index: int, mig: FakeMig) -> str:
     return (
         f"mig gpu={gpu_index} idx={mig.slot} uuid={_word(mig.uuid)} total={_number(mig.total)}"
         f" used={mig.used} reserved={mig.reserved} gi={mig.gi} ci={mig.ci}"
+        + ("" if mig.gpm is None else mig.gpm.render())
     )
 
 
