@@ -29,6 +29,7 @@ from typing import Any
 
 from collectors import nvml_faults as faults
 from collectors.base import CollectError, Sample
+from collectors.nvml_gpm import GpmReader
 from collectors.nvml_process_util import ProcessUtilization
 from collectors.proc import UnitCache
 
@@ -228,6 +229,7 @@ class NvmlCollector:
         self._xids = faults.XidWatch()
         self._process_util = ProcessUtilization()
         self._lost = faults.LostGpus(host)
+        self._gpm = GpmReader(_DeviceFailed)
         self._lock = threading.Lock()
 
     def collect(self, now: datetime) -> list[Sample]:
@@ -245,11 +247,17 @@ class NvmlCollector:
             self._units.retain(reading.pids)
             return reading.samples
 
+    def profiled_elsewhere(self, uuids: frozenset[str]) -> None:
+        """GPUs whose SM activity a dcgm-exporter target reports: GPM left unarmed on them."""
+        with self._lock:
+            self._gpm.profiled_elsewhere(uuids)
+
     def close(self) -> None:
         """Release NVML (nvmlShutdown) if this collector initialised it."""
         with self._lock:
             if self._nvml is not None and self._initialised:
                 self._xids.close(self._nvml)
+                self._gpm.release(self._nvml)
                 self._nvml.shutdown()
             self._initialised = False
             self._session = None
@@ -274,6 +282,7 @@ class NvmlCollector:
         if session is None:
             if self._initialised:  # after a driver-level error: start NVML afresh
                 self._xids.close(nvml)
+                self._gpm.release(nvml)
                 nvml.shutdown()
                 self._initialised = False
             nvml.init()
@@ -333,6 +342,7 @@ class NvmlCollector:
                 lost.update((gpu.index,) if exc.lost else ())
                 continue
             reading.samples.extend(samples)
+        self._gpm.end_round(nvml)
         self._log_failures(failures)
         enumerated = {gpu.uuid: gpu.index for gpu in session.gpus}
         gone = self._lost.lost(enumerated, lost, failures.keys() - lost)
@@ -360,9 +370,10 @@ class NvmlCollector:
         out = _Samples(now, gpu.labels)
         out.add("gpuwatch_gpu_info", 1, info | {"mig_mode": mig_mode})
         self._read_device(nvml, h, out)
+        self._gpm.read_gpu(nvml, gpu.uuid, h, out.add)
         faults.read_remapped_rows(nvml, h, out.add)
         if mig_on:  # processes per instance: the parent's list needs root and repeats them
-            self._read_mig(nvml, h, out, pids)
+            self._read_mig(nvml, gpu, out, pids)
         else:  # NVML gives no per-process utilization under MIG
             running = self._read_processes(nvml, h, out, pids)
             for pid, ratio in self._process_util.read(nvml, gpu.uuid, h, running).items():
@@ -405,7 +416,8 @@ class NvmlCollector:
             out.add("gpuwatch_gpu_memory_used_bytes", mem.used)
             out.add("gpuwatch_gpu_memory_total_bytes", mem.total)
 
-    def _read_mig(self, nvml: _Nvml, h: Any, out: _Samples, pids: set[int]) -> None:
+    def _read_mig(self, nvml: _Nvml, gpu: _Gpu, out: _Samples, pids: set[int]) -> None:
+        h = gpu.handle
         for slot in range(nvml.query("nvmlDeviceGetMaxMigDeviceCount", h) or 0):
             mig = nvml.query("nvmlDeviceGetMigDeviceHandleByIndex", h, slot)
             if mig is None:  # an empty slot
@@ -417,6 +429,7 @@ class NvmlCollector:
                 instance = out.child({"mig_instance": uuid})
                 self._read_memory(nvml, mig, instance)
                 self._read_processes(nvml, mig, instance, pids)
+                self._gpm.read_mig(nvml, gpu.uuid, h, uuid, mig, instance.add)
             except _DeviceFailed as exc:  # destroyed meanwhile: drop this instance only
                 log.debug("MIG device %d skipped: %s", slot, exc)
                 continue
