@@ -163,6 +163,40 @@ def generated(c: Child) -> float:
     return c.worked(lambda r: r.generation_tokens)
 
 
+# The work estimates of --enable-mfu-metrics (vllm/v1/metrics/perf.py), for one stated model
+# shape, Llama-3.1-8B in BF16 on one GPU per rank: a matmul does 2 FLOPs per weight per token
+# computed (cache hits compute nothing); decoding re-reads the weights once per step, shared by
+# the batch, and each generated token reads its context's KV; every computed token writes its
+# KV. Attention's own FLOPs are left out: a plausible magnitude, not vLLM's exact formulas.
+EST_PARAMS = 8.03e9
+EST_WEIGHT_BYTES = 2 * EST_PARAMS
+EST_KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # K and V x layers x KV heads x head dim x BF16
+EST_DECODE_BATCH = 16  # requests sharing one read of the weights per decode step
+
+
+def _computed(r: Request) -> int:
+    return r.computed_prompt_tokens + r.generation_tokens
+
+
+def _kv_read(r: Request) -> int:
+    # Generated token i reads the prompt and the i tokens before it.
+    g = r.generation_tokens
+    return EST_KV_BYTES_PER_TOKEN * (g * r.prompt_tokens + g * (g - 1) // 2)
+
+
+def estimated_flops(c: Child) -> float:
+    return 2 * EST_PARAMS * c.worked(_computed)
+
+
+def estimated_read_bytes(c: Child) -> float:
+    generated_ = c.worked(lambda r: r.generation_tokens)
+    return EST_WEIGHT_BYTES * generated_ / EST_DECODE_BATCH + c.worked(_kv_read)
+
+
+def estimated_write_bytes(c: Child) -> float:
+    return EST_KV_BYTES_PER_TOKEN * c.worked(_computed)
+
+
 def preempted(c: Child) -> float:
     return c.total(lambda r: r.preemptions)
 

@@ -39,6 +39,9 @@ from agent.sim.vllm_spec import (
     build_1_2_5_buckets,
     cached,
     counter,
+    estimated_flops,
+    estimated_read_bytes,
+    estimated_write_bytes,
     finish_reason,
     gauge,
     generated,
@@ -55,7 +58,31 @@ API_SERVER_PIDS = (2201, 2202)
 _DEPRECATED_FROM: Version = (0, 9, 2)
 _ITL_FROM: Version = (0, 10, 2)
 
+_ESTIMATES_FROM: Version = (0, 32, 0)  # seen in a real 0.32 (tests/fixtures); older not checked
+_H_ESTIMATE = " per GPU (for Model Flops Utilization calculations)."
+
 # V1 plain families in registration order; the others are built in v1_families.
+# Registered first, and moving only with --enable-mfu-metrics: the simulated server has it on.
+V1_ESTIMATE_SPECS = (
+    counter(
+        "vllm:estimated_flops_per_gpu",
+        "Estimated number of floating point operations" + _H_ESTIMATE,
+        estimated_flops,
+        since=_ESTIMATES_FROM,
+    ),
+    counter(
+        "vllm:estimated_read_bytes_per_gpu",
+        "Estimated number of bytes read from memory" + _H_ESTIMATE,
+        estimated_read_bytes,
+        since=_ESTIMATES_FROM,
+    ),
+    counter(
+        "vllm:estimated_write_bytes_per_gpu",
+        "Estimated number of bytes written to memory" + _H_ESTIMATE,
+        estimated_write_bytes,
+        since=_ESTIMATES_FROM,
+    ),
+)
 V1_SCHEDULER_SPECS = (
     gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running),
     gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting),
@@ -206,6 +233,7 @@ def v1_families(v: Version, snap: Snapshot, created: float | None, mp: bool) -> 
         for e in snap.engines
     ]
     b = Builder(children, created, build_1_2_5_buckets(snap.max_model_len))
+    b.add(V1_ESTIMATE_SPECS, v)
     b.add(V1_SCHEDULER_SPECS, v)
     if v >= (0, 20, 0):
         _waiting_by_reason(b)
