@@ -23,6 +23,9 @@ from foundation.redact import redact_urls
 log = logging.getLogger(__name__)
 
 DERIVED_COLLECTOR = "gpuwatch"
+# A scrape target reporting this for a GPU profiles it (dcgm-exporter's DCGM_FI_PROF_*); NVML's
+# GPM then stays unarmed there, as the two share the GPU's performance counters.
+PROFILED_SIGNAL = "gpuwatch_gpu_sm_active_ratio"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,7 @@ class CollectorRunner:
             start, future = started[c.name]
             outcomes[c.name] = self._await(c, start, future)
         runs = tuple(self._record(c, now, outcomes[c.name]) for c in self.collectors)
+        self._tell_profiled(runs)
         return Round(ts=now, runs=runs, derived=tuple(self._health(runs, now)))
 
     def remember(self, last_success: Mapping[str, datetime]) -> None:
@@ -148,6 +152,22 @@ class CollectorRunner:
             outcome.error,
             getattr(collector, "target", None),
         )
+
+    def _tell_profiled(self, runs: Sequence[CollectorRun]) -> None:
+        """Hand the GPUs a scrape target profiled this round to collectors that take it (NVML's
+        ``profiled_elsewhere``), for their next round."""
+        takers = [c for c in self.collectors if callable(getattr(c, "profiled_elsewhere", None))]
+        if not takers:
+            return
+        profiled = frozenset(
+            s.labels["gpu_uuid"]
+            for run in runs
+            if run.target is not None
+            for s in run.samples
+            if s.metric == PROFILED_SIGNAL and "gpu_uuid" in s.labels
+        )
+        for collector in takers:
+            collector.profiled_elsewhere(profiled)  # type: ignore[attr-defined]
 
     def _note_dropped(self, name: str, dropped: Counter[str]) -> None:
         for reason, count in dropped.items():
