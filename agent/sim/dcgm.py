@@ -6,7 +6,9 @@ float fields print with ``%f`` (``69.500000``), integer fields as integers. Labe
 exporter's order: gpu, UUID, pci_bus_id, device, modelName, Hostname (capitalised up to 4.5.3),
 then the CSV's label fields (``DCGM_FI_DRIVER_VERSION``). Families come in CSV order, one
 sample per GPU, with no blank lines. FB values are MiB; FB_USED + FB_FREE is not the total,
-FB_RESERVED makes up the rest. Values come from ``Traffic.set_gpu``.
+FB_RESERVED makes up the rest. Values come from ``Traffic.set_gpu``. The profiling fields the
+CSV ships commented out (SM activity and occupancy, the FP pipes) appear, in CSV order, only
+for GPUs whose reading sets them: a family no GPU sets is left out, as the default CSV does.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from agent.sim.traffic import GpuReading, Snapshot
 
 VERSIONS = ("dcgm",)
 DRIVER_VERSION = "550.90.07"
+_FP_HELP = "Ratio of cycles the %s pipes are active."
 
-# (field, type, help, value); a float value prints with %f, an int as an integer.
-_FIELDS: tuple[tuple[str, str, str, Callable[[GpuReading], int | float]], ...] = (
+# (field, type, help, value); a float value prints with %f, an int as an integer; None: no row.
+_FIELDS: tuple[tuple[str, str, str, Callable[[GpuReading], int | float | None]], ...] = (
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda g: g.sm_clock_mhz),
     (
         "DCGM_FI_DEV_MEM_CLOCK",
@@ -90,6 +93,18 @@ _FIELDS: tuple[tuple[str, str, str, Callable[[GpuReading], int | float]], ...] =
         lambda g: float(g.gr_engine_active),
     ),
     (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "gauge",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+        lambda g: g.sm_active,
+    ),
+    (
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "gauge",
+        "The ratio of number of warps resident on an SM.",
+        lambda g: g.sm_occupancy,
+    ),
+    (
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
         "gauge",
         "Ratio of cycles the tensor (HMMA) pipe is active.",
@@ -101,6 +116,9 @@ _FIELDS: tuple[tuple[str, str, str, Callable[[GpuReading], int | float]], ...] =
         "Ratio of cycles the device memory interface is active sending or receiving data.",
         lambda g: float(g.dram_active),
     ),
+    ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", _FP_HELP % "fp64", lambda g: g.fp64_active),
+    ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", _FP_HELP % "fp32", lambda g: g.fp32_active),
+    ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", _FP_HELP % "fp16", lambda g: g.fp16_active),
     (
         "DCGM_FI_PROF_PCIE_TX_BYTES",
         "gauge",
@@ -118,6 +136,14 @@ _FIELDS: tuple[tuple[str, str, str, Callable[[GpuReading], int | float]], ...] =
 )
 
 
+# The families the default CSV ships commented out: printed only when some GPU sets them.
+_OPTIONAL = frozenset(
+    name
+    for name in (f[0] for f in _FIELDS)
+    if name.startswith(("DCGM_FI_PROF_SM_", "DCGM_FI_PROF_PIPE_FP"))
+)
+
+
 def dcgm_value(value: int | float) -> str:
     return f"{value:f}" if isinstance(value, float) else str(int(value))
 
@@ -132,8 +158,11 @@ def _labels(g: GpuReading, hostname: str) -> str:
 def render(snap: Snapshot) -> str:
     out: list[str] = []
     for name, kind, help_, get in _FIELDS:
+        rows = [(g, value) for g in snap.gpus if (value := get(g)) is not None]
+        if not rows and name in _OPTIONAL:
+            continue
         out.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n")
         out.extend(
-            f"{name}{{{_labels(g, snap.hostname)}}} {dcgm_value(get(g))}\n" for g in snap.gpus
+            f"{name}{{{_labels(g, snap.hostname)}}} {dcgm_value(value)}\n" for g, value in rows
         )
     return "".join(out)

@@ -35,6 +35,13 @@ class GpuReading:
     gr_engine_active: float = 0.0
     tensor_active: float = 0.0
     dram_active: float = 0.0
+    # Fields dcp-metrics-included.csv lists commented out: None leaves the family out, as a
+    # default CSV does; a ratio (0-1) emits it, as a CSV with the line enabled does.
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
     pcie_tx_bytes: int = 0
     pcie_rx_bytes: int = 0
 

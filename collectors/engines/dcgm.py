@@ -5,6 +5,11 @@ counter without ``_total``; the parser adds it), clocks in MHz. The framebuffer 
 FB_USED + FB_FREE + FB_RESERVED (dcgm-exporter #271): used + free alone undercounts it, so
 without FB_RESERVED the total is left absent. MIG instances (GPU_I_ID) get ``mig_instance``.
 
+Profiling (DCP) fields give what the SMs actually did, where the exporter's CSV enables them
+(its dcp-metrics-included.csv enables tensor and DRAM activity, and lists SM activity,
+occupancy and the FP pipes commented out). A target reporting SM activity for a GPU keeps
+NVML's GPM off that GPU (agent/collect/runner.py): the two share the performance counters.
+
 Faults: the row remapper's fields map to the NVML collector's signals. DCGM_FI_DEV_XID_ERRORS is
 a gauge holding the *last* Xid seen (0: none), not a count, so it becomes
 ``gpuwatch_gpu_xid_errors_total{xid=<that code>} 1``: "this Xid happened", which is what the
@@ -35,6 +40,18 @@ FIELDS = {
     "DCGM_FI_DEV_SM_CLOCK": ("gpuwatch_gpu_sm_clock_hertz", 1e6),
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total": ("gpuwatch_gpu_energy_joules_total", 0.001),
 }
+# Profiling field -> canonical gauge. dcgm-exporter exports these as ratios already ("Ratio of
+# cycles ...", gauges from 0 to 1 in its dcp-metrics-included.csv), unlike NVML's GPM percent.
+PROFILING = {
+    "DCGM_FI_PROF_SM_ACTIVE": "gpuwatch_gpu_sm_active_ratio",
+    "DCGM_FI_PROF_SM_OCCUPANCY": "gpuwatch_gpu_sm_occupancy_ratio",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gpuwatch_gpu_tensor_active_ratio",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "gpuwatch_gpu_dram_active_ratio",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "gpuwatch_gpu_fp16_active_ratio",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": "gpuwatch_gpu_fp32_active_ratio",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": "gpuwatch_gpu_fp64_active_ratio",
+}
+FIELDS.update((field, (metric, 1.0)) for field, metric in PROFILING.items())
 FB_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
 XID = "DCGM_FI_DEV_XID_ERRORS"
 # The remapped-row counts are counters in the default CSV (the parser adds ``_total``), and
