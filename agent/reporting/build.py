@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from agent.config.settings import Config
 from agent.cost.provisional import reading
 from agent.cost.split_basis import split_bases
+from agent.reporting.efficiency_parts import with_efficiency
 from agent.reporting.figures import Figures
 from agent.reporting.model import DataExtent, Period, Report
 from agent.reporting.parts import (
@@ -42,7 +43,15 @@ from agent.reporting.parts import (
     totals,
 )
 from agent.reporting.period import local_days, previous_period
-from agent.reporting.queries import Wanted, Window, billed_by_source, gauges, gpu_names, history
+from agent.reporting.queries import (
+    Wanted,
+    Window,
+    billed_by_source,
+    estimates,
+    gauges,
+    gpu_names,
+    history,
+)
 from agent.reporting.recommendations import recommendations
 from agent.reporting.team_parts import group_rows, team_budget_rows
 
@@ -74,6 +83,7 @@ def build_report(
         previous = Window.read(conn, before.start, before.end, wanted, [before.start])
         measured = gauges(conn, current.split, wanted)
         names = gpu_names(conn, wanted)
+        moved = estimates(conn, current.split, wanted)
         bases = split_bases(conn, current.split, wanted.hosts)
         fired = history(conn, period)
     figures = Figures.of(current, wanted, rule)
@@ -81,7 +91,10 @@ def build_report(
     billed_usd = None if wanted.any else billed_by_source(engine, period)
     gpus = gpu_rows(figures, measured, names, bases, config.cost.shared_gpu_split)
     alerts = [a for a in fired if wanted.keeps_alert(a, figures.targets, figures.gpus)]
-    models_rows = model_rows(figures, earlier, measured, config.energy)
+    models_rows = with_efficiency(
+        model_rows(figures, earlier, measured, config.energy), figures, moved, names,
+        config.cost.mfu_target,
+    )  # fmt: skip
     teams, projects = group_rows(figures, config)
     return Report(
         generated_at=now,

@@ -194,7 +194,7 @@ def model_record(m: ModelRow) -> Record:
         record[f"{name}_observations"] = Cell(Kind.COUNT, latency.count)
     energy = energy_record(m.energy)
     for key in ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_tokens"):
-        record[key] = energy[key]
+        record[key] = Cell(energy[key].kind, energy[key].value)  # "n/a" in a row
     return record | efficiency_record(m.efficiency)
 
 
@@ -229,9 +229,9 @@ def gpu_record(g: GpuRow) -> Record:
         "cost_unknown_reason": Cell(Kind.TEXT, g.cost_unknown_reason, ""),
         "shared_split": Cell(Kind.TEXT, g.shared_split, ""),
         "activity_basis": Cell(Kind.TEXT, g.activity_basis),
-        "sm_active_hours": Cell(Kind.HOURS, g.sm_active_hours, NO_SM),
-        "sm_active_ratio": Cell(Kind.RATIO, g.sm_active_ratio, NO_SM),
-        "sm_idle_cost_usd": Cell(Kind.USD, g.sm_idle_cost_usd, NO_SM),
+        "sm_active_hours": Cell(Kind.HOURS, g.sm_active_hours),
+        "sm_active_ratio": Cell(Kind.RATIO, g.sm_active_ratio),
+        "sm_idle_cost_usd": Cell(Kind.USD, g.sm_idle_cost_usd),
         "energy_kwh": Cell(Kind.MEASURE, g.energy_kwh),
         "energy_basis": Cell(Kind.TEXT, g.energy_basis, "no energy reading"),
         "co2_grams": Cell(Kind.MEASURE, g.co2_grams),

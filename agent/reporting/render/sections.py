@@ -117,6 +117,17 @@ SUMMARY_LABELS = {
     "idle_cost_usd": "idle cost",
     "abandoned_tokens": "abandoned output tokens",
     "abandoned_cost_usd": "abandoned work cost",
+    "sm_observed_gpu_hours": "GPU hours with SM activity known (GPM or DCGM)",
+    "sm_active_gpu_hours": "SM-active GPU hours",
+    "sm_idle_cost_usd": "idle cost by SM activity (those hours)",
+    "flag_idle_cost_usd_over_sm_hours": "idle cost by NVML's busy flag (same hours)",
+    "energy_kwh": "GPU energy, kWh",
+    "facility_energy_kwh": "facility energy (x PUE), kWh",
+    "energy_basis": "energy from",
+    "energy_cost_usd": "energy cost",
+    "co2_grams": "CO2, grams",
+    "joules_per_useful_token": "joules per useful token",
+    "co2_grams_per_million_tokens": "grams CO2 per million useful tokens",
 }
 
 BUDGET_LABELS = {
@@ -148,7 +159,9 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _targets(report),
         _hosts(report),
         *group_sections(report),
+        _efficiency(report),
         _gpus(report),
+        _real_work(report),
         _top_waste(report),
         _latency(report),
         _alerts(report),
@@ -300,6 +313,45 @@ def _gpus(report: Report) -> Section:
               for g in report.gpus if g.shared_split_note]  # fmt: skip
     note += "; shared: " + "; ".join(shared) if shared else ""
     return _grid("gpus", "GPU time", columns, records, note=note)
+
+
+def _real_work(report: Report) -> Section:
+    """Per GPU: busy by NVML's flag beside SM activity, and each basis's idle dollars."""
+    columns = (
+        _text("host", "host"),
+        Column("gpu_index", "#"),
+        _text("activity_basis", "busy from", False),
+        Column("utilization_ratio", "util"),
+        Column("sm_active_ratio", "SM active"),
+        Column("idle_cost_usd", "idle $ (flag)"),
+        Column("sm_idle_cost_usd", "idle $ (SM)"),
+        Column("energy_kwh", "kWh"),
+    )
+    records = _each(report.gpus, fields.gpu_record)
+    note = (
+        "util: NVML's flag (a kernel ran); SM active: GPM or dcgm-exporter profiling, over the "
+        "hours it covered (n/a: no SM activity source for that GPU)"
+    )
+    return _grid("real_work", "Real work and energy", columns, records, note=note)
+
+
+def _efficiency(report: Report) -> Section:
+    """Per model: FLOPs and bandwidth against the GPU's peak, and energy per token."""
+    columns = (
+        _text("model", "model"),
+        Column("mfu_ratio", "MFU"),
+        Column("mbu_ratio", "MBU"),
+        Column("mfu_gap_usd", "MFU gap $"),
+        Column("joules_per_useful_token", "J/token"),
+        Column("co2_grams_per_million_tokens", "g CO2/M"),
+        _text("efficiency_basis", "basis"),
+    )
+    records = _each(report.models, fields.model_record)
+    targets = [m.efficiency.mfu_target_ratio for m in report.models]
+    target = next((t for t in targets if t is not None), None)
+    note = "MFU/MBU: the engine's FLOPs and bytes estimates over the GPU's peak; MFU gap: "
+    note += f"what an MFU of {target:.0%} would have saved" if target else "set cost.mfu_target"
+    return _grid("efficiency", "Model efficiency and energy", columns, records, note=note)
 
 
 def _top_waste(report: Report) -> Section:
