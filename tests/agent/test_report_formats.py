@@ -147,9 +147,9 @@ def test_a_report_says_up_to_when_its_data_is_complete(report: Report) -> None:
 
 # -- CSV -------------------------------------------------------------------------------------------
 
-CSV_SECTIONS = ["report", "summary", "spend_sources", "models", "work", "targets", "hosts", "efficiency",
-                "gpus", "real_work",
-                "top_waste", "latency", "alerts", "queue_incidents", "budget", "recommendations",
+CSV_SECTIONS = ["report", "summary", "spend_sources", "models", "work", "targets", "hosts",
+                "efficiency", "gpus", "real_work", "top_waste", "latency", "alerts",
+                "queue_incidents", "budget", "recommendations",
                 "daily_spend", "model_days", "gpu_days"]  # fmt: skip
 
 
