@@ -407,10 +407,8 @@ def _latency_buckets(
 
 
 # vLLM's per-GPU work estimates (agent.cost.efficiency), by (host, target, model).
-ESTIMATES = (
-    "gpuwatch_engine_estimated_flops_total",
-    "gpuwatch_engine_estimated_read_bytes_total",
-    "gpuwatch_engine_estimated_write_bytes_total",
+ESTIMATES = rolled_up.rolled_up(
+    rolled_up.ESTIMATED_FLOPS, rolled_up.ESTIMATED_READ_BYTES, rolled_up.ESTIMATED_WRITE_BYTES
 )
 
 

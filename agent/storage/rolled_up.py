@@ -23,6 +23,10 @@ COMPLETED_GENERATION_TOKENS = "gpuwatch_engine_completed_generation_tokens_total
 COMPLETED_PROMPT_TOKENS = "gpuwatch_engine_completed_prompt_tokens_total"
 COMPLETED_PROMPT_TOKENS_COMPUTED = "gpuwatch_engine_completed_prompt_tokens_computed_total"
 REQUESTS_COMPLETED = "gpuwatch_engine_requests_completed_total"
+# vLLM's per-GPU work estimates (--enable-mfu-metrics): a model's MFU and MBU in reports.
+ESTIMATED_FLOPS = "gpuwatch_engine_estimated_flops_total"
+ESTIMATED_READ_BYTES = "gpuwatch_engine_estimated_read_bytes_total"
+ESTIMATED_WRITE_BYTES = "gpuwatch_engine_estimated_write_bytes_total"
 # Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
 MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
 MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
@@ -44,6 +48,9 @@ SERIES_ROLLUPS = frozenset(
         COMPLETED_PROMPT_TOKENS,
         COMPLETED_PROMPT_TOKENS_COMPUTED,
         REQUESTS_COMPLETED,
+        ESTIMATED_FLOPS,
+        ESTIMATED_READ_BYTES,
+        ESTIMATED_WRITE_BYTES,
         MEMORY_USED,
         MEMORY_TOTAL,
         SPLIT_BASIS,
