@@ -26,7 +26,9 @@ whose GPM call fails keeps its other samples (the failure is caught here).
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -77,6 +79,7 @@ class GpmReader:
         self._instance_ids: dict[str, int] = {}  # MIG device UUID -> its GPU instance id
         self._elsewhere: frozenset[str] = frozenset()
         self._request: Any = None  # one nvmlGpmMetricsGet_t, reused (19 KB of ctypes)
+        self._results: struct.Struct | None = None  # reads (nvmlReturn, value) of each slot
 
     def profiled_elsewhere(self, uuids: frozenset[str]) -> None:
         """GPU UUIDs whose profiling fields come from elsewhere (dcgm-exporter): not armed."""
@@ -156,16 +159,13 @@ class GpmReader:
         if taken is None or previous < 0:  # a first sample, or a gap: nothing to compare
             return
         try:
-            request = self._metrics(nvml, pair.buffers[previous], pair.buffers[target])
+            results = self._metrics(nvml, pair.buffers[previous], pair.buffers[target])
         except self._failed as exc:
             log.debug("GPM metrics of %s failed: %s", key, exc)
             return
-        if request is None:
-            return
-        for slot, (_, metric) in enumerate(METRICS):
-            result = request.metrics[slot]
-            if result.nvmlReturn == 0:
-                add(metric, result.value / 100, None)
+        for (_, metric), code, value in zip(METRICS, results[::2], results[1::2], strict=True):
+            if code == 0:  # this metric's own nvmlReturn: anything else leaves it absent
+                add(metric, value / 100, None)
 
     def _allocate(self, nvml: Calls) -> _Pair | None:
         first = nvml.query("nvmlGpmSampleAlloc")
@@ -176,19 +176,41 @@ class GpmReader:
             return None
         return _Pair(first, second)
 
-    def _metrics(self, nvml: Calls, older: Any, newer: Any) -> Any:
+    def _metrics(self, nvml: Calls, older: Any, newer: Any) -> tuple[Any, ...]:
+        """(nvmlReturn, value) of each of METRICS, flattened; () when nothing was read."""
         request = self._request
         if request is None:
-            struct = nvml.constant("c_nvmlGpmMetricsGet_t")
-            if struct is None:  # an nvidia-ml-py without GPM
-                return None
-            request = self._request = struct()
+            request = self._request = self._new_request(nvml)
+            if request is None:
+                return ()
+        request.sample1, request.sample2 = older, newer
+        if nvml.query("nvmlGpmMetricsGet", request) is None or self._results is None:
+            return ()
+        return self._results.unpack_from(memoryview(request).cast("B"), 0)
+
+    def _new_request(self, nvml: Calls) -> Any:
+        """An nvmlGpmMetricsGet_t asking for METRICS, and the Struct that reads its answers.
+
+        The metric ids stay set across calls (NVML writes only each slot's nvmlReturn, value
+        and names). The answers are read in one unpack: pynvml's structs run a Python
+        __getattribute__ on every field read, which cost more than the two NVML calls.
+        """
+        request_type = nvml.constant("c_nvmlGpmMetricsGet_t")
+        metric_type = nvml.constant("c_nvmlGpmMetric_t")
+        if request_type is None or metric_type is None:  # an nvidia-ml-py without GPM
+            return None
+        request = request_type()
         request.version = nvml.constant("NVML_GPM_METRICS_GET_VERSION") or _METRICS_GET_VERSION
         request.numMetrics = len(METRICS)
-        request.sample1, request.sample2 = older, newer
         for slot, (metric_id, _) in enumerate(METRICS):
             request.metrics[slot].metricId = metric_id
-        return nvml.query("nvmlGpmMetricsGet", request)
+        code, value = metric_type.nvmlReturn, metric_type.value
+        size = ctypes.sizeof(metric_type)
+        slot_format = f"{code.offset}xi{value.offset - code.offset - 4}xd{size - value.offset - 8}x"
+        self._results = struct.Struct(
+            f"={request_type.metrics.offset}x" + slot_format * len(METRICS)
+        )
+        return request
 
 
 def _free(nvml: Calls, pair: _Pair) -> None:
