@@ -1,7 +1,7 @@
 """Benchmark: what does one collection tick cost, next to the least that collection can cost?
 
     python bench/tick.py [--ticks 300] [--hours 0.5] [--every-minutes M] [--interval S]
-                         [--database-url URL]
+                         [--database-url URL] [--gpm-blocks 6]
 
 A tick is the daemon's ``App.tick``: collect, store the round in one transaction, evaluate the
 alert rules. It runs every interval for the daemon's whole life, so it must stay a small
@@ -13,6 +13,11 @@ boxes, each next to its floor measured in the same run:
    database). Floor: a bare loop making exactly the pynvml calls a steady collector round
    makes (recorded from one real round), with no gpuwatch code around them.
    Target: tick <= 2 x floor + 5 ms.
+   GPM: the NVML collector's round (collect, no database) over the same 8 GPUs with GPM
+   (SM activity and six more metrics, two pynvml calls more per GPU) next to the same GPUs
+   without it, in ``--gpm-blocks`` alternating blocks of ``--ticks`` / blocks rounds each
+   (each block after an untimed round, so the fake's re-read of its hardware file when the
+   file changes stays out). Target: with GPM <= 1.2 x without.
 2. The full box (bench/box.py: the same 8 GPUs moving every tick, 2 vLLM 0.33 targets of 2
    models x 2 data-parallel engines, every histogram), ticked every ``--interval`` seconds of
    simulated time (default: the config's, 10 s) with the minute job, for ``--hours`` on
@@ -30,13 +35,15 @@ Long forms: ``--hours 24 --every-minutes 120`` (a day stored; 2-3 hours of wall 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +61,7 @@ from collectors.engines.registry import read_by_a_mapper  # noqa: E402
 from collectors.scrape import ACCEPT, ScrapeCollector  # noqa: E402
 
 BOX_RATIO_TARGET = 3.0
+GPM_RATIO_TARGET = 1.2
 FLOOR_EVERY = 10  # ticks between two floor measurements
 
 
@@ -124,6 +132,46 @@ def nvml_only(ticks: int, database_url: str) -> None:
     target, got = 2 * statistics.median(floor_t) + 0.005, statistics.median(tick_t)
     print(f"target: NVML tick <= 2 x floor + 5 ms = {target * 1e3:.2f} ms -> "
           f"{got * 1e3:.2f} ms, {verdict(got <= target)}")  # fmt: skip
+
+
+def nvml_gpm(work: Path, ticks: int, blocks: int) -> None:
+    """The NVML collector's round with GPM on 8 GPUs next to the same without, same run."""
+    from agent.sim.fakenvml.hardware import FakeGpm, write_config
+    from collectors.nvml import NvmlCollector
+
+    t0 = datetime(2026, 11, 30, tzinfo=UTC)
+    plain = busy_gpus()
+    gpm = FakeGpm(sm_active=31, sm_occupancy=14, tensor=19, dram=38, fp16=2, fp32=4, fp64=0)
+    profiled = replace(plain, gpus=tuple(replace(g, gpm=gpm) for g in plain.gpus))
+    files = {
+        "without": write_config(work / "plain.txt", plain),
+        "with": write_config(work / "gpm.txt", profiled),
+    }
+    collectors = {name: NvmlCollector(host="bench") for name in files}
+    times: dict[str, list[float]] = {name: [] for name in files}
+    rows: dict[str, int] = {}
+    per_block = max(1, ticks // blocks)
+    for block in range(blocks):
+        for name in ("without", "with") if block % 2 == 0 else ("with", "without"):
+            os.environ["FAKE_NVML_CONFIG"] = str(files[name])
+            # timed's untimed warm-up round takes the fake's re-read of its changed file.
+            times[name] += timed(partial(_collect, collectors[name], t0), per_block)
+    for name, collector in collectors.items():
+        os.environ["FAKE_NVML_CONFIG"] = str(files[name])
+        rows[name] = len(collector.collect(t0))
+    for collector in collectors.values():
+        collector.close()
+    os.environ["FAKE_NVML_CONFIG"] = str(work / "hardware.txt")
+    print(f"GPM: 8 GPUs, {blocks} alternating blocks of {per_block} rounds each, collector only")
+    for name in files:
+        print(f"  NVML collector, {name + ' GPM':11s} ({rows[name]} rows)  {ms(times[name])}")
+    ratio = statistics.median(times["with"]) / statistics.median(times["without"])
+    print(f"target: GPM collector round <= {GPM_RATIO_TARGET:g} x without -> {ratio:.2f} x, "
+          f"{verdict(ratio <= GPM_RATIO_TARGET)}")  # fmt: skip
+
+
+def _collect(collector: Any, at: datetime, _: int) -> None:
+    collector.collect(at)
 
 
 # -- 2. the full box as its database fills ----------------------------------------------------
@@ -207,11 +255,13 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=0.5, help="full box, simulated hours")
     parser.add_argument("--every-minutes", type=float, help="full box: the period's length")
     parser.add_argument("--interval", type=float, help="full box: seconds between ticks")
+    parser.add_argument("--gpm-blocks", type=int, default=6, help="GPM: alternating blocks")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         load_fake_nvml(work, busy_gpus())
         nvml_only(args.ticks, args.database_url or f"sqlite:///{work / 'nvml.db'}")
+        nvml_gpm(work, args.ticks, max(2, args.gpm_blocks))
         if args.hours > 0:
             (work / "box").mkdir()
             full_box(work / "box", args.hours, args.every_minutes, args.interval or 10.0)

@@ -63,7 +63,7 @@ SMOKE: dict[str, Smoke] = {
     ),
     "tick": Smoke(
         "--ticks 5 --hours 0.02",
-        ("floor: bare pynvml loop", "target: NVML tick", "target: box tick"),
+        ("floor: bare pynvml loop", "target: NVML tick", "target: GPM", "target: box tick"),
     ),
     "scrape": Smoke(
         "--rounds 3 --extra-series 2000",
