@@ -59,6 +59,11 @@ def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
             else []
         ),  # fmt: skip
         _list_section("Latency p99 (TTFT · end to end)", _latency_lines(report), "models"),
+        *(
+            [_list_section("Real work and energy by model", lines, "models")]
+            if (lines := _efficiency_lines(report))
+            else []
+        ),
         _list_section("Top idle waste", _waste_lines(report), "GPUs"),
         _list_section("Alerts", _alert_lines(report), "rules"),
         _section(_recommendation(report.recommendations)),
@@ -158,6 +163,8 @@ def _summary(report: Report, previous: Report | None) -> dict[str, Any]:
         f"*Utilization*\n{_utilization(report)}",
         f"*Idle*\n{_idle(report)}",
         f"*Useful tokens*\n{tokens(totals.useful_tokens)} ({tokens(totals.requests)} requests)",
+        f"*Real work (SM activity)*\n{_real_work(report)}",
+        f"*Energy*\n{_energy(report)}",
     ]
     if report.budget.monthly_usd is not None:
         fields.append(f"*Budget {report.budget.month}*\n{_budget(report)}")
@@ -182,6 +189,50 @@ def _utilization(report: Report) -> str:
         f"{percent(totals.utilization_ratio)} busy "
         f"({totals.busy_gpu_hours:,.1f} of {totals.gpu_hours:,.1f} GPU-hours)"
     )
+
+
+def _real_work(report: Report) -> str:
+    """SM activity where GPM or dcgm-exporter gave it, beside the flag's idle dollars."""
+    work = report.totals.work
+    if work.sm_active_gpu_hours is None or not work.sm_observed_gpu_hours:
+        return "unknown (no GPM or dcgm-exporter profiling): busy is NVML's flag"
+    ratio = work.sm_active_gpu_hours / work.sm_observed_gpu_hours
+    idle = "" if work.sm_idle_cost_usd is None else f", {usd(work.sm_idle_cost_usd)} SM-idle"
+    flag = "" if work.flag_idle_cost_usd is None else f" (flag: {usd(work.flag_idle_cost_usd)})"
+    return (
+        f"{percent(ratio)} SM-active over {work.sm_observed_gpu_hours:,.1f} profiled "
+        f"GPU-hours{idle}{flag}"
+    )
+
+
+def _energy(report: Report) -> str:
+    energy = report.totals.energy
+    if energy.facility_kwh is None:
+        return "unknown (no energy counter or power reading)"
+    parts = [f"{energy.facility_kwh:,.1f} kWh"]
+    if energy.joules_per_useful_token is not None:
+        parts.append(f"{energy.joules_per_useful_token:,.2f} J per useful token")
+    if energy.co2_grams_per_million_tokens is not None:
+        parts.append(f"{energy.co2_grams_per_million_tokens:,.0f} g CO2 per 1M tokens")
+    return " · ".join(parts)
+
+
+def _efficiency_lines(report: Report) -> list[str]:
+    """Per model with an estimate or energy: MFU (and its gap in dollars), J per token."""
+    lines = []
+    for row in _by_cost(report.models):
+        e, energy = row.efficiency, row.energy
+        if e.mfu_ratio is None and energy.joules_per_useful_token is None:
+            continue
+        parts = [f"MFU {percent(e.mfu_ratio)}" if e.mfu_ratio is not None else "MFU n/a"]
+        if e.mfu_gap_usd is not None and e.mfu_gap_usd > 0:
+            parts.append(f"{usd(e.mfu_gap_usd)} below the MFU target")
+        if energy.joules_per_useful_token is not None:
+            parts.append(f"{energy.joules_per_useful_token:,.2f} J/token")
+        if energy.co2_grams_per_million_tokens is not None:
+            parts.append(f"{energy.co2_grams_per_million_tokens:,.0f} g CO2/1M")
+        lines.append(f"*{_fit(row.model, NAME_LIMIT)}*: " + " · ".join(parts))
+    return lines
 
 
 def _idle(report: Report) -> str:

@@ -56,8 +56,14 @@ def test_the_payload_shows_the_week_and_its_figures() -> None:
     assert fields[2] == "*Utilization*\n60.0% busy (201.6 of 336.0 GPU-hours)"
     assert fields[3] == "*Idle*\n$493.83 paid for GPUs not serving (40.0% of spend)"
     assert fields[4] == "*Useful tokens*\n2.50B (1.2M requests)"
+    # No profiling source and no energy reading: both unknown, never the flag's or 0.
+    assert fields[5] == (
+        "*Real work (SM activity)*\nunknown (no GPM or dcgm-exporter profiling): busy is NVML's"
+        " flag"
+    )
+    assert fields[6] == "*Energy*\nunknown (no energy counter or power reading)"
     assert (
-        fields[5]
+        fields[7]
         == "*Budget 2026-11*\n$4,100.00 of $5,000.00 (82.0%), month-end forecast $4,400.00"
     )
     models = section_with(payload, "Cost per 1M tokens by model").splitlines()
@@ -102,7 +108,7 @@ def test_an_empty_week_says_unknown_and_none_rather_than_zero() -> None:
     assert fields[0] == "*Spend (metered)*\n$0.00"  # no previous week: no change shown
     assert fields[1] == "*Per 1M useful tokens (metered)*\nn/a (no tokens)"
     assert fields[2] == "*Utilization*\nunknown (no GPU data)"
-    assert len(fields) == 5  # no budget configured
+    assert len(fields) == 7  # no budget configured
     for title in ("Cost per 1M tokens by model", "Latency p99", "Top idle waste", "Alerts"):
         assert section_with(payload, title).endswith("\nNone this week.")
     assert section_with(payload, "Recommendation") == (

@@ -197,3 +197,30 @@ def test_without_an_intensity_co2_is_unknown_not_zero(
     assert totals["energy_kwh"] > 0
     assert totals["co2_grams"] is None and totals["co2_grams_per_million_tokens"] is None
     assert totals["energy_cost_usd"] is None  # no usd_per_kwh: unknown, not $0
+
+
+def test_the_digest_says_real_work_and_energy_per_token(
+    box: tuple[App, Traffic, str, Path], fake_nvml: FakeNvml
+) -> None:
+    from agent.reporting.digest import block_kit_problems, digest_payload
+
+    app, traffic, url, _ = box
+    run(app, traffic, url, fake_nvml)
+    end = START + (TICKS - 1) * STEP
+    period = range_period(START.isoformat(), (end + timedelta(seconds=1)).isoformat(), "UTC")
+    report = build_report(app.engine, app.config, period, now=end)
+    payload = digest_payload(report, None)
+    assert block_kit_problems(payload) == []
+    fields = [f["text"] for f in payload["blocks"][2]["fields"]]
+    work = next(f for f in fields if f.startswith("*Real work"))
+    assert "25.0% SM-active over 0.1 profiled GPU-hours" in work
+    energy = next(f for f in fields if f.startswith("*Energy*"))
+    per_token = report.totals.energy.joules_per_useful_token  # both GPUs over all tokens
+    assert per_token is not None and f"{per_token:,.2f} J per useful token" in energy
+    assert "g CO2 per 1M tokens" in energy
+    (line,) = next(
+        b["text"]["text"].splitlines()[1:]
+        for b in payload["blocks"]
+        if b.get("text", {}).get("text", "").startswith("*Real work and energy by model")
+    )
+    assert line.startswith(f"*{MODEL}*: MFU ") and "J/token" in line
