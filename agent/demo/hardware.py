@@ -5,6 +5,12 @@ The library is compiled once into the demo's folder (gcc and nvml.h from PyPI
 looks for a driver, so the demo never touches a real GPU, even on a GPU box. Each host has a
 hardware file; :class:`HostHardware` writes what its GPUs show at an instant, and
 ``$FAKE_NVML_CONFIG`` names the file of the host being collected.
+
+The H100s give GPM (SM activity) values, the L40Ss none (Ada has no GPM, so their real work is
+unknown, not zero). SM activity sits at 0.3 to 0.6 of NVML's utilization flag, as it does for
+LLM serving; one GPU looks saturated (the flag near 100 % whenever it serves) while a quarter
+of its SMs are active: a small model decoding few sequences keeps a kernel resident all the
+time, which the flag counts as busy.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ from pathlib import Path
 
 from agent.demo.scenario import DemoHost
 from agent.sim.fakenvml.build import LIB_NAME, SOURCE, build, find_header_dir
-from agent.sim.fakenvml.hardware import FakeGpu, FakeNvmlConfig, GiB, write_config
+from agent.sim.fakenvml.hardware import FakeGpm, FakeGpu, FakeNvmlConfig, GiB, write_config
 from foundation.errors import GpuwatchError
 
 CONFIG_ENV = "FAKE_NVML_CONFIG"
+# (host, GPU index) whose utilization flag says ~100 % while about a quarter of its SMs work.
+SATURATED_LOOKING = ("demo-h100", 2)
 
 
 class DemoSetupError(GpuwatchError):
@@ -109,6 +117,9 @@ class HostHardware:
     def _gpu(self, index: int, load: float, seconds: float, *, serving: bool) -> FakeGpu:
         kind = self.host.kind
         util = round(100 * min(1.0, 0.04 + 0.92 * load)) if load > 0 else 0
+        saturated = (self.host.name, index) == SATURATED_LOOKING
+        if saturated and util:
+            util = 100
         watts = kind.idle_watts + (kind.busy_watts - kind.idle_watts) * util / 100
         if serving:
             watts += 18.0  # a loaded model keeps memory clocks up even when idle
@@ -128,4 +139,21 @@ class HostHardware:
             sm_mhz=1980 if util else 345,
             energy_mj=int(energy),
             throttle=0x1 if util < 5 else 0x0,  # nvmlClocksEventReasonGpuIdle
+            gpm=_gpm(util, load, saturated=saturated) if kind.gpm else None,
         )
+
+
+def _gpm(util: int, load: float, *, saturated: bool) -> FakeGpm:
+    """GPM percentages for a GPU at ``util`` % (the flag) and ``load`` (0..1)."""
+    # Saturated-looking: ~25 % of the SMs active while the flag says 100 %. Otherwise busier
+    # batches fill more SMs: 0.3 to 0.6 of the flag.
+    busy = round(20 + 8 * load) if saturated and util else round(util * (0.3 + 0.3 * load))
+    return FakeGpm(
+        sm_active=busy,
+        sm_occupancy=round(busy * 0.45),
+        tensor=round(busy * 0.6),
+        dram=round(min(95, busy * 1.2)),  # decode is memory-bound
+        fp16=round(busy * 0.08),
+        fp32=round(busy * 0.12),
+        fp64=0,
+    )

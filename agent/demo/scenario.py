@@ -80,9 +80,10 @@ class GpuKind:
     idle_watts: float
     busy_watts: float
     limit_watts: float
+    gpm: bool = False  # NVML's GPM (SM activity): Hopper and newer, not Ada
 
 
-H100 = GpuKind("NVIDIA H100 80GB HBM3", 80 * GiB, 72.0, 640.0, 700.0)
+H100 = GpuKind("NVIDIA H100 80GB HBM3", 80 * GiB, 72.0, 640.0, 700.0, gpm=True)
 L40S = GpuKind("NVIDIA L40S", 48 * GiB, 36.0, 310.0, 350.0)
 
 
