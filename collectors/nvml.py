@@ -215,9 +215,10 @@ class NvmlCollector:
 
     name = "nvml"
 
-    def __init__(
-        self, *, host: str, nvml: ModuleType | None = None, proc_root: Path = Path("/proc")
-    ) -> None:
+    def __init__(  # gpm_pipes: GPM's FP16/32/64 pipe gauges too (collectors.nvml_gpm)
+        self, *, host: str, nvml: ModuleType | None = None, proc_root: Path = Path("/proc"),
+        gpm_pipes: bool = False,
+    ) -> None:  # fmt: skip
         self._host = host
         self._module = nvml
         self._nvml: _Nvml | None = None
@@ -229,7 +230,7 @@ class NvmlCollector:
         self._xids = faults.XidWatch()
         self._process_util = ProcessUtilization()
         self._lost = faults.LostGpus(host)
-        self._gpm = GpmReader(_DeviceFailed)
+        self._gpm = GpmReader(_DeviceFailed, pipes=gpm_pipes)
         self._lock = threading.Lock()
 
     def collect(self, now: datetime) -> list[Sample]:

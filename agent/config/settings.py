@@ -103,6 +103,7 @@ class DaemonConfig:
 @dataclass(frozen=True, slots=True)
 class NvmlConfig:
     enabled: bool = True
+    gpm_pipes: bool = False  # GPM's FP16/FP32/FP64 pipe gauges (off: near 0 for LLM serving)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,9 +392,12 @@ def parse_listen(listen: str) -> tuple[str, int] | None:
 
 def _collectors(r: Reader, top: dict[str, Any]) -> CollectorsConfig:
     t = r.sub(top, "collectors", {"nvml"})
-    nvml = r.table(t.get("collectors.nvml", {}), "collectors.nvml", {"enabled"})
+    nvml = r.table(t.get("collectors.nvml", {}), "collectors.nvml", {"enabled", "gpm_pipes"})
     return CollectorsConfig(
-        nvml=NvmlConfig(enabled=r.boolean(nvml, "collectors.nvml.enabled", True))
+        nvml=NvmlConfig(
+            enabled=r.boolean(nvml, "collectors.nvml.enabled", True),
+            gpm_pipes=r.boolean(nvml, "collectors.nvml.gpm_pipes", False),
+        )
     )
 
 

@@ -63,7 +63,9 @@ def build_collectors(config: Config) -> list[Collector]:
     if config.collectors.nvml.enabled:
         from collectors.nvml import NvmlCollector  # imports pynvml, which needs no GPU to import
 
-        collectors.append(NvmlCollector(host=config.host))
+        collectors.append(
+            NvmlCollector(host=config.host, gpm_pipes=config.collectors.nvml.gpm_pipes)
+        )
     collectors.extend(ScrapeCollector(target_spec(t), host=config.host) for t in config.targets)
     return collectors
 

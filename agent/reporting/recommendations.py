@@ -273,34 +273,50 @@ def _gib(value: float | None) -> str:
     return "?" if value is None else f"{value / GiB:,.1f} GiB"
 
 
+def _activity(g: GpuRow) -> float | None:
+    """How busy a GPU really was: SM activity where GPM or dcgm-exporter gave it (a GPU at
+    100 % by NVML's flag may have most SMs waiting), else the flag."""
+    return g.sm_active_ratio if g.sm_active_ratio is not None else g.utilization_ratio
+
+
+def _basis(gpus: Sequence[GpuRow]) -> str:
+    by_sm = sum(1 for g in gpus if g.sm_active_ratio is not None)
+    if by_sm == len(gpus):
+        return "busy by SM activity (GPM or dcgm-exporter)"
+    if by_sm == 0:
+        return "busy by NVML's utilization flag (no SM activity source)"
+    return f"busy by SM activity for {by_sm}, by NVML's utilization flag for {len(gpus) - by_sm}"
+
+
 def _consolidation(gpus: Sequence[GpuRow], least: float) -> list[Recommendation]:
     """Low-utilisation GPUs: how many their busy time needs at the target utilisation."""
     low = [
         g
         for g in gpus
-        if g.utilization_ratio is not None
-        and g.utilization_ratio < LOW_UTILIZATION
+        if (activity := _activity(g)) is not None
+        and activity < LOW_UTILIZATION
         and _paid_per_hour(g) is not None
     ]
     if not low:
         return []
-    busy = sum(g.busy_hours for g in low)
+    busy = sum((_activity(g) or 0.0) * g.observed_hours for g in low)
     hours = sum(g.observed_hours for g in low) / len(low)  # the span each GPU ran, on average
     needed = math.ceil(busy / (hours * TARGET_UTILIZATION) - 1e-9) if hours > 0 else len(low)
     if needed >= len(low):
         return []
     # The most expensive first; at one price, the least busy (whose work is easiest to move).
-    order = sorted(low, key=lambda g: (-(_paid_per_hour(g) or 0), g.utilization_ratio or 0.0,
+    order = sorted(low, key=lambda g: (-(_paid_per_hour(g) or 0), _activity(g) or 0.0,
                                        g.host, g.gpu_uuid))  # fmt: skip
     released = order[: len(low) - needed]
     per_hour = sum((_paid_per_hour(g) or Decimal(0) for g in released), Decimal(0))
     saving, saves = _monthly(per_hour, max(g.observed_hours for g in low), least)
     listed = _some(
-        f"{g.host}/{g.gpu_index} {percent(Decimal(repr(g.utilization_ratio or 0.0)))}" for g in low
+        f"{g.host}/{g.gpu_index} {percent(Decimal(repr(_activity(g) or 0.0)))}" for g in low
     )
     names = _some(f"{g.host}/{g.gpu_index}" for g in released)
     detail = (
-        f"{len(low)} GPU(s) were busy less than {_pct(LOW_UTILIZATION)} of the time ({listed}): "
+        f"{len(low)} GPU(s) were busy less than {_pct(LOW_UTILIZATION)} of the time ({listed}; "
+        f"{_basis(low)}): "
         f"{busy:,.1f} busy GPU-hours over {hours:,.1f} h each, which {needed} GPU(s) carry at a "
         f"{_pct(TARGET_UTILIZATION)} target utilization. Releasing {len(released)} ({names}; the "
         f"most expensive first, at one price the least busy) saves {usd(per_hour)}/h; the "

@@ -24,8 +24,12 @@ def make_collector(tmp_path: Path) -> Iterator[Callable[..., NvmlCollector]]:
     empty_proc = tmp_path / "proc"
     empty_proc.mkdir()
 
-    def make(*, nvml: ModuleType | None = None, proc_root: Path | None = None) -> NvmlCollector:
-        collector = NvmlCollector(host="box-1", nvml=nvml, proc_root=proc_root or empty_proc)
+    def make(
+        *, nvml: ModuleType | None = None, proc_root: Path | None = None, gpm_pipes: bool = False
+    ) -> NvmlCollector:
+        collector = NvmlCollector(
+            host="box-1", nvml=nvml, proc_root=proc_root or empty_proc, gpm_pipes=gpm_pipes
+        )
         made.append(collector)
         return collector
 

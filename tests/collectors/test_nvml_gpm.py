@@ -51,6 +51,9 @@ MIG_MODE = 1
 
 def live_samples() -> int:
     """GPM sample buffers allocated in the fake and not freed yet (the whole process)."""
+    if pynvml.nvmlLib is None:  # the first test on this worker: pynvml loads it at init
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
     return ctypes.c_int.in_dll(pynvml.nvmlLib, "gpuwatch_fake_gpm_live_samples").value
 
 
@@ -59,12 +62,19 @@ def gpm_of(got: dict[Key, float]) -> dict[Key, float]:
 
 
 def full_series(uuid: str, index: int, **extra: str) -> dict[Key, float]:
+    """The four gauges read by default (the FP pipes are opt-in: pipe_series)."""
     g = labels(uuid, index, **extra)
     return {
         key("gpuwatch_gpu_sm_active_ratio", g): 0.25,
         key("gpuwatch_gpu_sm_occupancy_ratio", g): 0.12,
         key("gpuwatch_gpu_tensor_active_ratio", g): 0.08,
         key("gpuwatch_gpu_dram_active_ratio", g): 0.40,
+    }
+
+
+def pipe_series(uuid: str, index: int) -> dict[Key, float]:
+    g = labels(uuid, index)
+    return {
         key("gpuwatch_gpu_fp16_active_ratio", g): 0.03,
         key("gpuwatch_gpu_fp32_active_ratio", g): 0.06,
         key("gpuwatch_gpu_fp64_active_ratio", g): 0.0,  # measured 0: a value, not absent
@@ -100,6 +110,18 @@ def test_first_round_has_no_gpm_values_the_second_has_sm_active_below_full_utili
     assert gpm_of(first) == {}  # absent, never 0, until there are two samples
     assert gpm_of(second) == full_series(UUID0, 0)
     assert second[key("gpuwatch_gpu_sm_active_ratio", labels(UUID0, 0))] == 0.25
+
+
+def test_the_fp_pipes_are_read_when_asked_for(
+    fake_nvml: FakeNvml, make_collector: MakeCollector
+) -> None:
+    fake_nvml.write(FakeNvmlConfig(gpus=(with_gpm(IDLE, util=100),)))
+    collector = make_collector(gpm_pipes=True)
+
+    collector.collect(NOW)
+    second = series(collector.collect(NOW))
+
+    assert gpm_of(second) == full_series(UUID0, 0) | pipe_series(UUID0, 0)
 
 
 def test_a_metric_the_gpu_does_not_give_is_absent_and_values_follow_the_hardware(
