@@ -230,3 +230,39 @@ def test_engine_histograms_are_exposed_as_histograms_and_pass_promtool(tmp_path:
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture
+def gpm_daemon(tmp_path: Path, fake_nvml_dir: Path) -> Iterator[RunningDaemon]:
+    """GPU 0 busy by NVML's flag with a quarter of its SMs active (GPM); GPU 1 without GPM."""
+    from tests.fakenvml.build import FakeGpm
+
+    port = free_port()
+    config = write_config(tmp_path / "gpuwatch.toml", port, tmp_path / "state" / "gw.db")
+    hardware = write_hardware(
+        tmp_path / "hardware.txt",
+        FakeNvmlConfig(
+            gpus=(
+                FakeGpu(uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000", util=100,
+                        gpm=FakeGpm(sm_active=25, sm_occupancy=10, tensor=5, dram=30)),
+                FakeGpu(uuid="GPU-bbbbbbbb-0000-0000-0000-000000000000", util=100),
+            ),
+        ),
+    )  # fmt: skip
+    env = {"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_CONFIG": str(hardware)}
+    daemon = start_daemon(config, tmp_path, port, env=env)
+    yield daemon
+    daemon.kill()
+
+
+def test_sm_activity_is_served_beside_the_busy_flag(gpm_daemon: RunningDaemon) -> None:
+    # GPM compares two samples: the gauge appears from the second tick on.
+    text = gpm_daemon.wait_for_metric("gpuwatch_gpu_sm_active_ratio{")
+    busy = 'gpu_index="0",gpu_uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000",host="test-box"}'
+    assert f"gpuwatch_gpu_utilization_ratio{{{busy} 1.0" in text
+    assert f"gpuwatch_gpu_sm_active_ratio{{{busy} 0.25" in text
+    assert f"gpuwatch_gpu_tensor_active_ratio{{{busy} 0.05" in text
+    assert "# TYPE gpuwatch_gpu_sm_active_ratio gauge" in text
+    # No GPM on GPU 1: no SM activity at all, never its 100 % flag standing in.
+    assert text.count("gpuwatch_gpu_sm_active_ratio{") == 1
+    assert gpm_daemon.stop()[0] == 0
