@@ -113,7 +113,7 @@ class DemoHost:
 
 
 LLAMA = DemoTarget("llama-70b", "llama-3.1-70b", "vllm-0.10", "vllm", (0, 1), 5400)
-QWEN = DemoTarget("qwen-7b", "qwen2.5-7b", "vllm-0.10", "vllm", (2,), 4800)
+QWEN = DemoTarget("qwen-7b", "qwen2.5-7b", "vllm-0.33", "vllm", (2,), 4800)  # MFU estimates
 MISTRAL = DemoTarget("mistral-7b", "mistral-7b-instruct", "sglang-0.5", "sglang", (0, 1), 3600)
 HOSTS = (
     DemoHost("demo-h100", H100, 4, (LLAMA, QWEN)),

@@ -123,6 +123,14 @@ def render(
         "",
         "[budget]",
         f"monthly_usd = {MONTHLY_BUDGET_USD}",
+        "",
+        "[cost]",
+        "mfu_target = 0.4  # what the MFU gap's dollars are measured against",
+        "",
+        "[energy]  # a rented rack's facility and a mid-European grid, stated for the demo",
+        "pue = 1.3",
+        "grams_co2_per_kwh = 350",
+        "usd_per_kwh = 0.15",
     ]
     for target in host.targets:
         gpus = ", ".join(f'"{i}"' for i in target.gpus)
