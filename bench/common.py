@@ -26,7 +26,14 @@ from pathlib import Path
 from sqlalchemy import create_engine, make_url, text
 
 from agent.sim.fakenvml.build import LIB_NAME, SOURCE, build
-from agent.sim.fakenvml.hardware import FakeGpu, FakeNvmlConfig, FakeProcess, GiB, write_config
+from agent.sim.fakenvml.hardware import (
+    FakeGpm,
+    FakeGpu,
+    FakeNvmlConfig,
+    FakeProcess,
+    GiB,
+    write_config,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 PG_ENV = "GPUWATCH_TEST_DB_URL"
@@ -100,12 +107,15 @@ def drop_database(admin_url: str, name: str) -> None:
 GPUS = 8
 
 
-def busy_gpus() -> FakeNvmlConfig:
-    """8 busy H100s, two serving processes each (vLLM-like: most of the memory)."""
+def busy_gpus(gpm: bool = False) -> FakeNvmlConfig:
+    """8 busy H100s, two serving processes each (vLLM-like: most of the memory); ``gpm``: with
+    GPM's SM activity, occupancy, tensor and DRAM gauges, as a real H100 has."""
+    profile = FakeGpm(sm_active=31, sm_occupancy=14, tensor=19, dram=38) if gpm else None
     gpus = tuple(
-        FakeGpu(uuid=f"GPU-{i:08x}-0000-0000-0000-000000000000", util=90 + i, used=70 * GiB)
+        FakeGpu(uuid=f"GPU-{i:08x}-0000-0000-0000-000000000000", util=90 + i, used=70 * GiB,
+                gpm=profile)
         for i in range(GPUS)
-    )
+    )  # fmt: skip
     procs = tuple(
         FakeProcess(gpu=i, pid=1000 + 2 * i + k, mem=(34 + k) * GiB)
         for i in range(GPUS)

@@ -5,13 +5,13 @@
 The real daemon (``gpuwatch run``, a subprocess with a temporary state directory, SQLite at its
 default place, migrated beforehand by ``gpuwatch db upgrade`` as on every start but a box's
 first) at ``interval_seconds = 1``, the shortest the configuration takes, over the fake
-libnvidia-ml.so.1 with 8 busy GPUs and 2 vLLM 0.33 targets served by the engine simulator from
-this process (each 2 models x 2 data-parallel engines, every histogram; gauges moving every
-5 s, a request completing per engine a minute); this process scrapes the daemon's /metrics
-every 15 s, as Prometheus would. Every ``--sample-seconds`` it reads the daemon's RSS, PSS and
-the highest RSS since the reading before (VmHWM, reset after each reading through
-/proc/PID/clear_refs: a 1 s tick holds about a megabyte more for its first tenth of a second,
-which a reading at an instant misses).
+libnvidia-ml.so.1 with 8 busy H100s (GPM's gauges too) and 2 vLLM 0.33 targets served by the
+engine simulator from this process (each 2 models x 2 data-parallel engines, every histogram;
+gauges moving every 5 s, a request completing per engine a minute); this process scrapes the
+daemon's /metrics every 15 s, as Prometheus would. Every ``--sample-seconds`` it reads the
+daemon's RSS, PSS and the highest RSS since the reading before (VmHWM, reset after each reading
+through /proc/PID/clear_refs: a 1 s tick holds about a megabyte more for its first tenth of a
+second, which a reading at an instant misses).
 
 Printed: RSS at the first stored tick, after the warm-up and at the end; the peak (the highest
 VmHWM); the least-squares slopes of RSS and of the interval peaks after the warm-up, overall
@@ -435,7 +435,7 @@ def main() -> int:
         state.mkdir(mode=0o700)
         env = {
             **os.environ,
-            **nvml_env(work, busy_gpus()),
+            **nvml_env(work, busy_gpus(gpm=True)),  # H100s: GPM's gauges too
             "PYTHONPATH": str(REPO),
             "STATE_DIRECTORY": str(state),
             "HOME": str(work),  # no user config of whoever runs the bench
