@@ -116,13 +116,18 @@ _W, _C = Severity.WARNING, Severity.CRITICAL
 _DEFAULTS = (
     # anchors 4.2 "GPU idle": a public GPU Idle Alarm script (< 20 % for 30 m) and
     # job_defense_shield (0 % util). An inference box idles near 0, so 5 %; the warm-up skips
-    # model loading after an engine (re)start (anchors section 3, differentiator 4).
+    # model loading after an engine (re)start (anchors section 3, differentiator 4). Judged on
+    # SM activity where GPM or DCGM profiling gives it (sm_active_below), else on NVML's busy
+    # flag (utilization_below). The same 5 %: SMs can only be active while a kernel runs, so
+    # SM activity is at most the flag's busy share and every GPU the flag calls idle stays
+    # idle; the SM basis only adds the GPUs the flag hid (100 % busy, 3 % of SMs working). A
+    # higher bar ("under 20 % of SMs") would be underuse, the consolidation advice's business.
+    # The summary's measure and basis come from the condition (agent.alerting.conditions).
     _rule(
         "GpuIdle", "30m", _W,
         "A GPU has done almost no work for a long time while still being paid for.",
-        "GPU idle ({where}): utilization {value:.0%} below {thresholds[utilization_below]:.0%}"
-        " for {for}",
-        utilization_below=0.05, warmup_seconds=600.0,
+        "GPU idle ({where}) for {for}",
+        utilization_below=0.05, sm_active_below=0.05, warmup_seconds=600.0,
     ),
     # anchors 4.1 "guard against data gaps": nvidia_gpu_exporter alerts on no successful
     # collection for > 45 s, i.e. three 15 s intervals. Fires at once: the count is the delay.
@@ -383,7 +388,9 @@ def _shown(value: object) -> str:
 
 # Which thresholds are ratios of something to its whole (0 to 1) and which are fractions of a
 # budget (may pass 1: "warn at 120 %"); the rest are temperatures, seconds or plain counts.
-_RATIO_KEYS = frozenset({"utilization_below", "kv_saturated", "above", "free_below"})
+_RATIO_KEYS = frozenset(
+    {"utilization_below", "sm_active_below", "kv_saturated", "above", "free_below"}
+)
 _FRACTION_KEYS = frozenset({"first_fraction", "second_fraction", "critical_fraction"})
 _MAX_THRESHOLD_SECONDS = 366 * 86400.0  # a window longer than a year is no alert's
 _RANGE_TEXT = {

@@ -22,6 +22,10 @@ NVML = "nvml"
 GPU_INFO = "gpuwatch_gpu_info"  # one per GPU read this round, from NVML or dcgm-exporter
 TARGET_COLLECTOR = "target/"  # a scrape target's collector: "target/<name>"
 GPU_LABELS = ("host", "gpu_uuid", "gpu_index", "mig_instance")
+UTILIZATION = "gpuwatch_gpu_utilization_ratio"  # NVML's busy flag: "a kernel ran"
+SM_ACTIVE = "gpuwatch_gpu_sm_active_ratio"  # GPM or DCGM profiling: the SMs' real work
+# GpuIdle's "basis" annotation: which of the two it judged (DESIGN.md "Bases, said out loud").
+SM_BASIS, FLAG_BASIS = "sm_active", "utilization_flag"
 ENGINE_LABELS = ("host", "target", "model")
 
 # nvml.h clocks event (throttle) reasons that mean the GPU is being held back by heat or a
@@ -105,22 +109,61 @@ def _seconds_between(later: datetime, earlier: datetime) -> float:
 
 
 def gpu_idle(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] | None:
-    """Billed, nearly unused, and not merely loading a model."""
-    below = _threshold(spec, "utilization_below")
-    if not _nvml_ok(inputs) or below is None:
+    """Billed, nearly unused, and not merely loading a model.
+
+    "Unused" is SM activity where GPM or DCGM profiling gives it for the GPU this round, else
+    NVML's busy flag, which only says that some kernel ran: a GPU serving one small request
+    at a time shows 100 % there while 3 % of its SMs work. Where both exist SM activity wins
+    either way, as it covers the whole interval and the flag only the driver's last sample
+    period. The basis is an annotation, not a label, so the alert stays the same alert when
+    GPM's gauge arrives a round after the flag (GPM compares two samples)."""
+    flag_below = _threshold(spec, "utilization_below")
+    if not _nvml_ok(inputs) or flag_below is None:
         return None
+    sm_below = _threshold(spec, "sm_active_below")
+    sm_below = flag_below if sm_below is None else sm_below
     warmup = _threshold(spec, "warmup_seconds") or 0.0
+    # MIG instances have no utilization of their own and no price: the GPU is the unit.
+    flags = _whole_gpus(inputs.samples(UTILIZATION))
+    sm = _whole_gpus(inputs.samples(SM_ACTIVE))
+    if inputs.now <= inputs.started_at and any(
+        gpu not in sm and s.value >= flag_below and gpu[1] in inputs.billed_gpus
+        for gpu, s in flags.items()
+    ):
+        # The daemon's first round has no SM activity from GPM yet. Judged by the flag, a GPU
+        # busy by it and idle by its SMs would resolve an alert its SMs held before a restart
+        # and fire it again 30 minutes later; one round's wait leaves the alerts as they were.
+        return None
     out = []
-    for s in inputs.samples("gpuwatch_gpu_utilization_ratio"):
-        uuid = s.labels.get("gpu_uuid", "")
-        # MIG instances have no utilization of their own and no price: the GPU is the unit.
-        if "mig_instance" in s.labels or s.value >= below or uuid not in inputs.billed_gpus:
+    for gpu in sorted(flags.keys() | sm.keys()):
+        uuid = gpu[1]
+        if uuid not in inputs.billed_gpus:
             continue
-        if _warming_up(inputs, uuid, warmup):
+        reading = sm.get(gpu)
+        if reading is not None:
+            below, basis, text = sm_below, SM_BASIS, f"SM activity {reading.value:.0%} (GPM/DCGM)"
+        else:
+            reading = flags[gpu]
+            below, text = flag_below, f"utilization {reading.value:.0%} (NVML busy flag)"
+            basis = FLAG_BASIS
+        if reading.value >= below or _warming_up(inputs, uuid, warmup):
             continue
+        # The flag's labels where there is one: the key GpuIdle always had.
+        key = _key(spec.name, flags.get(gpu, reading), GPU_LABELS)
         usd = inputs.gpu_hourly_usd.get(uuid, 0.0)
-        out.append(Condition(_key(spec.name, s, GPU_LABELS), s.value, {"usd_per_hour": f"{usd:g}"}))
+        summary = f"{spec.render_summary(key.label_map(), reading.value)}: {text} < {below:.0%}"
+        annotations = {"usd_per_hour": f"{usd:g}", "basis": basis, "activity": text}
+        out.append(Condition(key, reading.value, {**annotations, "summary": summary}))
     return out
+
+
+def _whole_gpus(samples: Sequence[Sample]) -> dict[tuple[str, str], Sample]:
+    """Whole-GPU samples by (host, gpu_uuid); MIG instances left out."""
+    return {
+        (s.labels.get("host", ""), s.labels.get("gpu_uuid", "")): s
+        for s in samples
+        if "mig_instance" not in s.labels
+    }
 
 
 def _warming_up(inputs: AlertInputs, gpu_uuid: str, warmup: float) -> bool:

@@ -379,8 +379,10 @@ def describe(state: AlertState, now: datetime) -> AlertState:
     burnt = float(rate) * seconds / 3600
     where = ", ".join(f"{k}={v}" for k, v in state.key.labels)
     value = f"{state.value:.0%}" if state.value is not None else "n/a"
+    # The condition names its measure and basis (SM activity or NVML's busy flag).
+    activity = state.annotations.get("activity", f"utilization {value}")
     summary = (
-        f"GPU idle ({where}): utilization {value} for {format_duration(round(seconds))},"
+        f"GPU idle ({where}): {activity} for {format_duration(round(seconds))},"
         f" ${burnt:.2f} burnt at ${float(rate):.2f}/h"
     )
     annotations = {**state.annotations, "summary": summary, "idle_usd": f"{burnt:.2f}"}

@@ -47,7 +47,10 @@ def test_defaults_are_the_issue_s_rules_with_their_for_and_severity() -> None:
 @pytest.mark.parametrize(
     ("rule", "thresholds"),
     [
-        ("GpuIdle", {"utilization_below": 0.05, "warmup_seconds": 600}),
+        (
+            "GpuIdle",
+            {"utilization_below": 0.05, "sm_active_below": 0.05, "warmup_seconds": 600},
+        ),
         ("CollectorDown", {"intervals": 3}),
         (
             "LatencyP99Spike",
@@ -121,6 +124,7 @@ def test_overrides_tune_and_disable_rules() -> None:
                 "severity": "critical",
                 "labels": {"team": "ml"},
                 "utilization_below": 0.1,
+                "sm_active_below": 0.08,
                 "warmup_seconds": "15m",
             },
             "GpuHot": {"enabled": False, "celsius_above": 90},
@@ -133,7 +137,11 @@ def test_overrides_tune_and_disable_rules() -> None:
     assert idle.keep_firing_for_seconds == 300
     assert idle.severity is Severity.CRITICAL
     assert idle.labels == {"team": "ml"}
-    assert idle.thresholds == {"utilization_below": 0.1, "warmup_seconds": 900}
+    assert idle.thresholds == {
+        "utilization_below": 0.1,
+        "sm_active_below": 0.08,
+        "warmup_seconds": 900,
+    }
     assert not rules["GpuHot"].enabled
     assert rules["GpuHot"].thresholds["celsius_above"] == 90.0
     assert rules["CostPerMtokHigh"].thresholds == {
@@ -179,7 +187,8 @@ def test_every_problem_is_reported_at_once_and_valid_keys_still_apply() -> None:
             " ([a-zA-Z_][a-zA-Z0-9_]*) and a string value",
             "alerts.rules.GpuIdle.utilization_below: expected a number, got a boolean True",
             "alerts.rules.GpuIdle.celsius_above: unknown key (allowed here: enabled, for,"
-            " keep_firing_for, labels, severity, utilization_below, warmup_seconds)",
+            " keep_firing_for, labels, severity, sm_active_below, utilization_below,"
+            " warmup_seconds)",
             f"alerts.rules.GpuIdle.warmup_seconds: {EXPECTED}, got 'soon'",
             "alerts.rules.GpuHot.celsius_above: expected a number, got a string 'hot'",
             "alerts.rules.TargetDown: expected a table, got a string",
