@@ -7,6 +7,9 @@ start, Prometheus' first scrapes); the dashboard's own structure is checked with
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,9 +67,61 @@ def test_the_dashboard_shows_what_the_issue_asks_for() -> None:
         "gpuwatch_alerts",
         "gpuwatch_spool_rounds",
         "gpuwatch_collector_success",
+        "gpuwatch_gpu_sm_active_ratio",
+        "gpuwatch_gpu_tensor_active_ratio",
+        "gpuwatch_gpu_dram_active_ratio",
+        "unless on (host, gpu_uuid) gpuwatch_gpu_sm_active_ratio",  # GPUs without SM activity
     ):
         assert needed in exprs, needed
     assert any(p["type"] == "heatmap" for p in dash.panels(dash.load()))
+
+
+def test_idle_and_activity_panels_prefer_sm_activity_and_name_their_basis() -> None:
+    """NVML's utilization only says a kernel ran: where a GPU has SM activity the idle dollars
+    and the heatmap use it, the flag elsewhere, and each series' legend says which."""
+    by_title = {p["title"]: p for p in dash.panels(dash.load())}
+    for title in (
+        "Idle dollars per hour by GPU (now)",
+        "Idle dollars per hour by GPU",
+        "GPU activity (SM activity where known, else NVML utilization)",
+    ):
+        panel = by_title[title]
+        [target] = panel["targets"]
+        sm = target["expr"].index("gpuwatch_gpu_sm_active_ratio")
+        fallback = target["expr"].index("or on (host, gpu_uuid, gpu_index)")
+        assert sm < fallback < target["expr"].index("gpuwatch_gpu_utilization_ratio"), title
+        assert target["expr"].count('mig_instance=""') == 2, title  # a GPU, not its instances
+        assert "{{basis}}" in target["legendFormat"], title
+        assert "SM activity" in panel["description"], title
+    legends = [
+        t["legendFormat"] for t in by_title["SM activity vs NVML utilization by GPU"]["targets"]
+    ]
+    assert legends == [
+        "{{host}} GPU {{gpu_index}} SM activity (GPM/DCGM)",
+        "{{host}} GPU {{gpu_index}} utilization (NVML busy flag)",
+    ]
+
+
+def test_every_panel_query_parses_with_promtool(tmp_path: Path) -> None:
+    """Without a running Prometheus: each query, its variables filled as Grafana would, as a
+    recording rule that ``promtool check rules`` parses."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (`make test` installs Debian's prometheus as root)")
+    board = dash.load()
+    values = {"host": "(box-a|box-b)", "model": "llama", "window": "24h"}
+    values |= {"__rate_interval": dash.RATE_INTERVAL, "__range": dash.range_of(board)}
+    rules = [
+        {"record": f"dashboard:panel_{i}", "expr": dash.substitute(q.expr, values)}
+        for i, q in enumerate(dash.queries(board))
+    ]
+    path = tmp_path / "panels.yml"
+    path.write_text(json.dumps({"groups": [{"name": "panels", "rules": rules}]}))  # YAML too
+    done = subprocess.run(
+        [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in done.stdout
 
 
 # -- against the live daemon ---------------------------------------------------------------------
