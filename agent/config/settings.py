@@ -40,6 +40,7 @@ from agent.config.notify import WebhookConfig as WebhookConfig
 from agent.config.rates import Rate, parse_rates
 from agent.config.reader import Reader, shown
 from agent.config.secret import Secret
+from agent.config.slo import SloConfig, parse_slos
 from agent.config.spool import SpoolConfig, parse_spool, state_directory
 from collectors.billing.registry import PROVIDERS
 from collectors.limits import LIMIT_KEYS, ScrapeLimits
@@ -170,6 +171,7 @@ class Config:
     rates: tuple[Rate, ...] = ()
     cost: CostConfig = field(default_factory=CostConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
+    slos: tuple[SloConfig, ...] = ()  # [[slo]]: latency objectives per model (agent.config.slo)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -272,6 +274,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "fleet",
             "spool",
             "export",
+            "slo",
             "demo",
         },
     )
@@ -287,6 +290,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         cost=parse_cost(r, top),
         # A CSV of hourly intensity is named relative to the file that names it.
         energy=parse_energy(r, top, Path(source).parent),
+        slos=parse_slos(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
         notify=parse_notify(r, top),
