@@ -49,7 +49,7 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         # Everything stored, the minutes not yet rolled up included (agent.cost.provisional).
         with reading(engine, config, (), (start, end)) as (conn, coverage):
             summary = summarize_on(conn, *coverage.window, useful=config.cost.useful_tokens)
-            work, energy, by_model = cost_work.read(conn, *coverage.window, config)
+            work, energy, by_model, buckets = cost_work.read(conn, *coverage.window, config)
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
@@ -59,6 +59,9 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         for model in document["models"]:
             if model["name"] in by_model:
                 model.update(cost_work.model_json(by_model[model["name"]]))
+            model["slo"] = cost_work.slo_json(
+                model["name"], model["cost_usd"], buckets, config.slos
+            )
         print(
             json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)
         )

@@ -4,14 +4,18 @@ energy, its cost and CO2 per useful token, read as the report reads them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from agent.config.slo import SloConfig, objective_for
 from agent.reporting.figures import Figures
 from agent.reporting.ledger_sums import Usage
-from agent.reporting.queries import Wanted, Window
+from agent.reporting.queries import Wanted, Window, gauges
 from agent.reporting.render.fields import energy_record, work_record
 from agent.reporting.render.values import json_value, text
+from agent.reporting.slo_parts import Buckets, model_slo
 from agent.reporting.work_parts import energy_basis, energy_figures, work_totals
 
 if TYPE_CHECKING:
@@ -26,10 +30,12 @@ MODEL_KEYS = ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_to
 
 def read(
     conn: Connection, start: datetime, end: datetime, config: Config
-) -> tuple[Work, Energy, dict[str, Energy]]:
-    """The window's real work, its energy and each model's share of it."""
+) -> tuple[Work, Energy, dict[str, Energy], Buckets]:
+    """The window's real work, its energy, each model's share of it, and the latency
+    histograms' increases per model (for the objectives)."""
     rule = config.cost.useful_tokens
-    figures = Figures.of(Window.read(conn, start, end, EVERYTHING, [start]), EVERYTHING, rule)
+    window = Window.read(conn, start, end, EVERYTHING, [start])
+    figures = Figures.of(window, EVERYTHING, rule)
     usages = list(figures.usage.values())
     total = sum(usages, Usage())
     useful = figures.produced.useful(rule)
@@ -38,7 +44,8 @@ def read(
         model: energy_figures(m.energy, m.co2, m.tokens.useful(rule), config.energy)
         for model, m in figures.model_sums().items()
     }
-    return work_totals(usages), energy, models
+    buckets = gauges(conn, window.split, EVERYTHING).buckets
+    return work_totals(usages), energy, models, buckets
 
 
 def as_json(work: Work, energy: Energy) -> dict[str, Any]:
@@ -49,6 +56,33 @@ def as_json(work: Work, energy: Energy) -> dict[str, Any]:
 def model_json(energy: Energy) -> dict[str, Any]:
     cells = energy_record(energy)
     return {key: json_value(cells[key]) for key in MODEL_KEYS}
+
+
+def slo_json(
+    model: str, cost_usd: str | None, buckets: Buckets, slos: Sequence[SloConfig]
+) -> dict[str, Any] | None:
+    """A model's ``slo`` object (null where no objective applies)."""
+    slo = objective_for(slos, model)
+    if slo is None:
+        return None
+    row = model_slo(model, None if cost_usd is None else Decimal(cost_usd), buckets, slo)
+    return {
+        "objective": row.objective,
+        "thresholds_seconds": slo.thresholds(),
+        "attainment": row.attainment,
+        "attainment_lower": row.lower,
+        "attainment_upper": row.upper,
+        "exact": row.exact,
+        "met": row.met,
+        "basis": row.basis,
+        "requests": row.requests,
+        "good_requests": row.good_requests,
+        "good_tokens": None,  # histograms count requests, not their tokens
+        "missed_cost_usd": None
+        if row.missed_cost_usd is None
+        else str(round(row.missed_cost_usd, 6)),
+        "unmeasured": row.unmeasured,
+    }
 
 
 def lines(work: Work, energy: Energy) -> list[str]:

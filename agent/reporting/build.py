@@ -53,6 +53,7 @@ from agent.reporting.queries import (
     history,
 )
 from agent.reporting.recommendations import recommendations
+from agent.reporting.slo_parts import with_slos
 from agent.reporting.team_parts import group_rows, team_budget_rows
 
 
@@ -95,6 +96,7 @@ def build_report(
         model_rows(figures, earlier, measured, config.energy), figures, moved, names,
         config.cost.mfu_target,
     )  # fmt: skip
+    models_rows = with_slos(models_rows, measured.buckets, config.slos)
     teams, projects = group_rows(figures, config)
     return Report(
         generated_at=now,

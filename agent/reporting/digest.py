@@ -60,6 +60,11 @@ def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
         ),  # fmt: skip
         _list_section("Latency p99 (TTFT · end to end)", _latency_lines(report), "models"),
         *(
+            [_list_section("Objectives (requests within them)", lines, "models")]
+            if (lines := _objective_lines(report))
+            else []
+        ),
+        *(
             [_list_section("Real work and energy by model", lines, "models")]
             if (lines := _efficiency_lines(report))
             else []
@@ -215,6 +220,28 @@ def _energy(report: Report) -> str:
     if energy.co2_grams_per_million_tokens is not None:
         parts.append(f"{energy.co2_grams_per_million_tokens:,.0f} g CO2 per 1M tokens")
     return " · ".join(parts)
+
+
+def _objective_lines(report: Report) -> list[str]:
+    """Per model with an objective: its attainment (or bounds), met or not, missed dollars."""
+    lines = []
+    for row in _by_cost(report.models):
+        slo = row.slo
+        if slo is None:
+            continue
+        if slo.attainment is not None:
+            got = percent(slo.attainment)
+        elif slo.lower is not None and slo.upper is not None:
+            got = f"{percent(slo.lower)}-{percent(slo.upper)}"
+        else:
+            got = "unknown (no requests measured)"
+        verdict = {True: "met", False: "missed", None: "cannot tell"}[slo.met]
+        missed = "" if slo.missed_cost_usd is None else f" · {usd(slo.missed_cost_usd)} on missed"
+        lines.append(
+            f"*{_fit(row.model, NAME_LIMIT)}*: {got} within {slo.thresholds} "
+            f"(objective {percent(slo.objective)}: {verdict}){missed}"
+        )
+    return lines
 
 
 def _efficiency_lines(report: Report) -> list[str]:

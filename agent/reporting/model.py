@@ -122,6 +122,28 @@ class ModelRow:
     idle_cost_usd: Decimal = Decimal(0)  # its share of its targets' allocated time not busy
     energy: Energy = field(default_factory=lambda: Energy())  # its targets' share
     efficiency: Efficiency = field(default_factory=lambda: Efficiency())
+    slo: SloRow | None = None  # None: no [[slo]] applies to the model
+
+
+@dataclass(frozen=True, slots=True)
+class SloRow:
+    """A model's latency objective (``[[slo]]``) over the period (agent.reporting.slo_parts):
+    the share of requests within all its thresholds, as a point figure where the histograms
+    give one and always as the bounds they allow; ``met`` None: the bounds straddle the
+    objective."""
+
+    objective: float
+    thresholds: str  # "ttft <= 0.5s, e2e <= 10s"
+    attainment: float | None
+    lower: float | None
+    upper: float | None
+    exact: bool
+    met: bool | None
+    basis: str  # "histograms"
+    requests: float
+    good_requests: float | None
+    missed_cost_usd: Decimal | None  # the model's cost by the share of requests that missed
+    unmeasured: str | None = None  # thresholds no histogram measures ("itl, queue")
 
 
 @dataclass(frozen=True, slots=True)

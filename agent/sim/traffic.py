@@ -362,14 +362,24 @@ class Traffic:
             raise ValueError(f"unknown model {name!r} or engine {engine!r}")
         return name
 
-    def serve(self, n: int, *, model: str | None = None, engine: str = "0") -> tuple[Request, ...]:
-        """Complete the next ``n`` requests of the cycle on ``model`` (default: the first)."""
+    def serve(
+        self,
+        n: int,
+        *,
+        model: str | None = None,
+        engine: str = "0",
+        e2e_latency: float | None = None,
+    ) -> tuple[Request, ...]:
+        """Complete the next ``n`` requests of the cycle on ``model`` (default: the first);
+        ``e2e_latency``: each took exactly that long end to end (a test's known truth)."""
         name = self._check(model, engine)
         with self._lock:
             done = tuple(
                 make_request(self._seq + i, name, engine, self._profiles, self._itl_cycle)
                 for i in range(n)
             )
+            if e2e_latency is not None:
+                done = tuple(dataclasses.replace(r, e2e_latency=e2e_latency) for r in done)
             self._seq += n
             self._requests.extend(done)
         return done

@@ -27,6 +27,7 @@ from agent.reporting.model import (
     QueueIncident,
     Recommendation,
     Report,
+    SloRow,
     SpendSource,
     TargetRow,
     TeamBudgetRow,
@@ -195,7 +196,27 @@ def model_record(m: ModelRow) -> Record:
     energy = energy_record(m.energy)
     for key in ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_tokens"):
         record[key] = Cell(energy[key].kind, energy[key].value)  # "n/a" in a row
-    return record | efficiency_record(m.efficiency)
+    return record | efficiency_record(m.efficiency) | slo_record(m.slo)
+
+
+# What people read for a model no [[slo]] applies to.
+NO_SLO = "no objective"
+
+
+def slo_record(s: SloRow | None) -> Record:
+    """A model's objective, flat (``slo_*``): null throughout where none applies."""
+    met = None if s is None or s.met is None else ("met" if s.met else "missed")
+    return {
+        "slo_thresholds": Cell(Kind.TEXT, None if s is None else s.thresholds, NO_SLO),
+        "slo_objective_ratio": Cell(Kind.RATIO, None if s is None else s.objective, NO_SLO),
+        "slo_attainment_ratio": Cell(Kind.RATIO, None if s is None else s.attainment),
+        "slo_attainment_lower_ratio": Cell(Kind.RATIO, None if s is None else s.lower),
+        "slo_attainment_upper_ratio": Cell(Kind.RATIO, None if s is None else s.upper),
+        "slo_met": Cell(Kind.TEXT, met, "cannot tell" if s is not None else NO_SLO),
+        "slo_basis": Cell(Kind.TEXT, None if s is None else s.basis, NO_SLO),
+        "slo_good_requests": Cell(Kind.COUNT, None if s is None else s.good_requests),
+        "slo_missed_cost_usd": Cell(Kind.USD, None if s is None else s.missed_cost_usd),
+    }
 
 
 def host_record(h: HostRow) -> Record:

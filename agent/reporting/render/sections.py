@@ -160,6 +160,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _hosts(report),
         *group_sections(report),
         _efficiency(report),
+        *_objectives(report),
         _gpus(report),
         _real_work(report),
         _top_waste(report),
@@ -352,6 +353,30 @@ def _efficiency(report: Report) -> Section:
     note = "MFU/MBU: the engine's FLOPs and bytes estimates over the GPU's peak; MFU gap: "
     note += f"what an MFU of {target:.0%} would have saved" if target else "set cost.mfu_target"
     return _grid("efficiency", "Model efficiency and energy", columns, records, note=note)
+
+
+def _objectives(report: Report) -> list[Section]:
+    """Per model with an objective ([[slo]]): the share of requests within it; none: no
+    section (most setups state none)."""
+    rows = [m for m in report.models if m.slo is not None]
+    if not rows:
+        return []
+    columns = (
+        _text("model", "model"),
+        _text("slo_thresholds", "within"),
+        Column("slo_objective_ratio", "objective"),
+        Column("slo_attainment_ratio", "attained"),
+        Column("slo_attainment_lower_ratio", "at least"),
+        Column("slo_attainment_upper_ratio", "at most"),
+        _text("slo_met", "met", False),
+        Column("slo_missed_cost_usd", "missed $"),
+    )
+    note = (
+        "from the engines' histograms: exact at a bucket bound, else interpolated between the "
+        "bounds shown; several thresholds are bounded, not multiplied; missed $: the cost of "
+        "the requests that missed, by request share"
+    )
+    return [_grid("objectives", "Objectives", columns, _each(rows, fields.model_record), note=note)]
 
 
 def _top_waste(report: Report) -> Section:
