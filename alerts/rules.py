@@ -211,6 +211,16 @@ _DEFAULTS = (
         "GPU lost ({where}): {labels[gpu_uuid]} at PCI {labels[pci_bus_id]} no longer answers;"
         " reset it or reboot",
     ),
+    # The SRE Workbook, ch. 5 "Alerting on SLOs", Table 5-8: multiwindow, multi-burn-rate
+    # alerts on each [[slo]] objective (windows and factors: agent.cost.slo_math
+    # WORKBOOK_WINDOWS). Critical for the page pairs, warning for the 3d/6h ticket pair (set
+    # by the condition). 2m as Pyrra generates for its 1h/5m pair; the windows themselves
+    # debounce (the short one resets the alert minutes after the burn stops).
+    _rule(
+        "SloBurnRate", "2m", _C,
+        "A model burns its latency objective's error budget fast over a long and a short window.",
+        "SLO burn rate high ({where}): {value:.1f}x the error budget's rate over {labels[window]}",
+    ),
     # anchors 4.4 "Budget thresholds": 50/80/100 % of a budget (Kubecost Budget API, LiteLLM
     # soft/hard budgets), once per threshold per period; the condition marks >= 100 % critical.
     _rule(

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from agent.alerting.inputs import AlertInputs
+from agent.alerting.slo_burn import slo_burn_rate
 from alerts.model import AlertKey, Condition
 from alerts.rules import RuleSpec
 from collectors.base import Sample
@@ -457,4 +458,5 @@ RULES: Mapping[str, RuleFn] = {
     "GpuThrottling": gpu_throttling,
     "GpuHardwareErrors": gpu_faults,
     "GpuLost": gpu_lost,
+    "SloBurnRate": slo_burn_rate,
 }

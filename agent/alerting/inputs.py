@@ -17,6 +17,7 @@ from typing import Protocol
 from sqlalchemy import Engine, select
 
 from agent.alerting.recent import RecentWindows
+from agent.alerting.slo_burn import Burn, SloCache, read_burns
 from agent.collect.runner import Round
 from agent.config.settings import Config
 from agent.storage import rolled_up
@@ -65,6 +66,7 @@ class AlertInputs:
     queue_points: Mapping[PairKey, Points] = field(default_factory=dict)
     p99: Mapping[LatencyKey, tuple[float, float]] = field(default_factory=dict)  # (p99, count)
     baseline_p99: Mapping[LatencyKey, tuple[float, float]] = field(default_factory=dict)
+    slo_burns: tuple[Burn, ...] | None = ()  # None: unreadable this round (agent.alerting.slo_burn)
 
     def samples(self, metric: str) -> list[Sample]:
         return [s for s in self.latest if s.metric == metric]
@@ -110,6 +112,7 @@ class LatencyCadence:
     _read_at: datetime | None = None
     _pairs: frozenset[PairKey] = frozenset()
     _latencies: tuple[Latencies, Latencies] = ({}, {})
+    slo: SloCache = field(default_factory=SloCache)  # SloBurnRate's rollup reads, per minute
 
     def __call__(
         self, pairs: set[PairKey], now: datetime, read: Callable[[], tuple[Latencies, Latencies]]
@@ -155,6 +158,12 @@ def gather(
         return _latencies(store, baselines, config.host, pairs, now, window)
 
     p99, baseline = read() if cadence is None else cadence(pairs, now, read)
+    slo_rule = rules.get("SloBurnRate")
+    slo_burns = (
+        read_burns(store, config.host, config.slos, {m for _, m in pairs}, now,
+                   cadence.slo if cadence else None)
+        if slo_rule is not None and slo_rule.enabled else ()
+    )  # fmt: skip
     return AlertInputs(
         now=now,
         host=config.host,
@@ -173,6 +182,7 @@ def gather(
         ),
         p99=p99,
         baseline_p99=baseline,
+        slo_burns=slo_burns,
     )
 
 
