@@ -162,6 +162,16 @@ ENGINE_SIGNALS = (
         "gpuwatch_engine_estimated_write_bytes_total",
         "Bytes the engine estimates it wrote to device memory, per GPU.",
     ),
+    # Speculative decoding, where the engine reports it (vLLM with a draft method): accepted
+    # over draft tokens is the acceptance rate.
+    _c(
+        "gpuwatch_engine_spec_decode_draft_tokens_total",
+        "Draft tokens proposed by speculative decoding.",
+    ),
+    _c(
+        "gpuwatch_engine_spec_decode_accepted_tokens_total",
+        "Draft tokens the target model accepted (speculative decoding).",
+    ),
     _h("gpuwatch_engine_ttft_seconds", "Time to first token, seconds."),
     _h("gpuwatch_engine_inter_token_latency_seconds", "Time between output tokens, seconds."),
     _h("gpuwatch_engine_e2e_latency_seconds", "End-to-end request latency, seconds."),
@@ -174,6 +184,11 @@ COST_SIGNALS = (
     _c("gpuwatch_idle_cost_usd_total", "Metered cost of GPU time that was not busy (USD)."),
     _g("gpuwatch_cost_per_million_tokens_usd", "Cost per million useful tokens over a window."),
     _g("gpuwatch_budget_used_ratio", "Month-to-date spend over budget.monthly_usd."),
+    _g(
+        "gpuwatch_slo_attainment_ratio",
+        "Share of a model's requests within its [[slo]] objective over a window, from its"
+        " latency histograms (estimate: exact, interpolated or lower_bound).",
+    ),
 )
 
 HEALTH_SIGNALS = (

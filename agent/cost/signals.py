@@ -12,6 +12,8 @@ whole fleet.
 - ``gpuwatch_idle_cost_usd_total``: the metered cost of this host's GPU time that was not busy.
 - ``gpuwatch_cost_per_million_tokens_usd{model, window, scope}``: 1h, 24h, 7d, 30d and month;
   ``scope="host"`` over this host's GPUs and tokens, ``scope="fleet"`` over every host's.
+- ``gpuwatch_slo_attainment_ratio{model, window, basis, estimate}``: per model with an
+  objective, this host's requests within it (agent.cost.slo_signals).
 - ``gpuwatch_budget_used_ratio{scope="fleet"}``: month-to-date spend over
   ``budget.monthly_usd``; the spend is what providers billed this month when they billed
   anything, else the metered figure of the whole fleet. ``{scope="team", team}``: per
@@ -31,6 +33,7 @@ from sqlalchemy import Engine, func, select
 from agent.config.settings import Config
 from agent.cost.billing import billed
 from agent.cost.ratecard import RateCard
+from agent.cost.slo_signals import attainment_samples
 from agent.cost.split import DAY, HOUR, MINUTE
 from agent.cost.summarize import Summary, summarize
 from agent.cost.teams import team_costs
@@ -76,7 +79,7 @@ def host_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:
     for name, start, end in _windows(config, now):
         summary = summarize(engine, start, end, useful=config.cost.useful_tokens, host=config.host)
         out += _per_million(summary, now, host | {"window": name, "scope": "host"})
-    return out
+    return out + attainment_samples(engine, config, now)
 
 
 def fleet_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:

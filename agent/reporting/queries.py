@@ -49,6 +49,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from agent.cost.billing import billed
+from agent.cost.latency import latency_buckets
 from agent.cost.split import DAY, HOUR, Split, among, series_ranges
 from agent.cost.summarize import (
     TOKEN_METRICS,
@@ -61,20 +62,16 @@ from agent.reporting.ledger_sums import Allocated, Usage
 from agent.reporting.local_days import LocalDays
 from agent.reporting.model import Period
 from agent.storage import rolled_up
-from agent.storage.buckets import increase_sums
 from migrations.schema import (
     UtcInstant,
     alert_history,
     gpu_allocations,
     gpu_usage,
-    histogram_rollups,
     rollups,
     series,
 )
 
-TTFT, E2E, MEMORY_USED, MEMORY_TOTAL = rolled_up.rolled_up(
-    rolled_up.TTFT, rolled_up.E2E, rolled_up.MEMORY_USED, rolled_up.MEMORY_TOTAL
-)
+MEMORY_USED, MEMORY_TOTAL = rolled_up.rolled_up(rolled_up.MEMORY_USED, rolled_up.MEMORY_TOTAL)
 GPU_INFO = "gpuwatch_gpu_info"
 
 GpuKey = tuple[str, str]  # (host, gpu_uuid)
@@ -393,17 +390,8 @@ def gauges(conn: Connection, split: Split, wanted: Wanted) -> Gauges:
 def _latency_buckets(
     conn: Connection, split: Split, wanted: Wanted
 ) -> dict[tuple[str, str], dict[float, float]]:
-    """(model, "ttft"|"e2e") -> le -> the window's increase, summed over the model's targets
-    and the histogram rows (each holds every bound of its layout)."""
-    meta = _series(conn, (TTFT, E2E), wanted)
-    meta = {sid: s for sid, s in meta.items() if wanted.model(s.labels.get("model", ""))}
-    buckets: dict[tuple[str, str], dict[float, float]] = defaultdict(lambda: defaultdict(float))
-    where = series_ranges(split, {sid: s.host for sid, s in meta.items()}, histogram_rollups)
-    for sid, le, increase in increase_sums(conn, where):
-        s = meta[sid]
-        into = buckets[(s.labels.get("model", ""), "ttft" if s.metric == TTFT else "e2e")]
-        into[float(le)] += increase
-    return buckets
+    """(model, "ttft"|"e2e") -> le -> the window's increase (agent.cost.latency)."""
+    return latency_buckets(conn, split, wanted.hosts, wanted.model)
 
 
 # vLLM's per-GPU work estimates (agent.cost.efficiency), by (host, target, model).

@@ -109,3 +109,21 @@ def test_the_digest_says_whether_the_objective_was_met(box: tuple[App, Path]) ->
     ]
     (line,) = section.splitlines()[1:]
     assert line.startswith(f"*{MODEL}*: 90.0% within e2e <= 1s (objective 95.0%: missed) · $")
+
+
+def test_metrics_serve_the_attainment_per_window(box: tuple[App, Path]) -> None:
+    from agent.cost.signals import host_samples
+
+    app, _ = box
+    end = START + (TICKS + 12) * STEP  # the ticks' minutes rolled up
+    app.roll_up(end)
+    got = {
+        s.labels["window"]: s
+        for s in host_samples(app.engine, app.config, end)
+        if s.metric == "gpuwatch_slo_attainment_ratio"
+    }
+    assert set(got) == {"1h", "24h", "7d", "30d"}
+    for sample in got.values():
+        assert sample.value == 0.9
+        assert sample.labels == {"host": "box", "model": MODEL, "window": sample.labels["window"],
+                                 "basis": "histograms", "estimate": "exact"}  # fmt: skip

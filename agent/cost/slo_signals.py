@@ -1,0 +1,54 @@
+"""``gpuwatch_slo_attainment_ratio{model, window, basis, estimate}`` for /metrics: per model
+with an objective (``[[slo]]``), the share of this host's requests within it over 1h, 24h, 7d
+and 30d, from the latency histograms' rollups (agent.cost.slo_measure).
+
+``estimate`` says what the number is: ``exact`` (every threshold a bucket bound),
+``interpolated`` (inside a bucket), or ``lower_bound`` (several thresholds, or one no histogram
+measures: the share meeting all of them is only bounded, and the gauge shows the worst case).
+A model with no observations in a window has no sample there: unknown, not 0.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine
+
+from agent.config.settings import Config
+from agent.config.slo import objective_for
+from agent.cost.latency import latency_buckets
+from agent.cost.slo_measure import measure
+from agent.cost.split import Split
+from collectors.base import Sample
+
+METRIC = "gpuwatch_slo_attainment_ratio"
+WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
+           "30d": timedelta(days=30)}  # fmt: skip
+
+
+def attainment_samples(engine: Engine, config: Config, now: datetime) -> list[Sample]:
+    if not config.slos:
+        return []
+    end = now.replace(second=0, microsecond=0)
+    out: list[Sample] = []
+    with engine.connect() as conn:
+        for name, length in WINDOWS.items():
+            split = Split.read(conn, end - length, end)
+            buckets = latency_buckets(conn, split, (config.host,))
+            for model in sorted({m for m, _ in buckets}):
+                slo = objective_for(config.slos, model)
+                result = None if slo is None else measure(model, buckets, slo).result
+                if result is None:
+                    continue
+                value = result.value if result.value is not None else result.lower
+                estimate = _estimate(result.value, result.exact)
+                labels = {"host": config.host, "model": model, "window": name,
+                          "basis": "histograms", "estimate": estimate}  # fmt: skip
+                out.append(Sample(metric=METRIC, value=value, labels=labels, ts=now))
+    return out
+
+
+def _estimate(value: float | None, exact: bool) -> str:
+    if value is None:
+        return "lower_bound"
+    return "exact" if exact else "interpolated"
