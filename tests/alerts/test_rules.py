@@ -30,6 +30,7 @@ ISSUE_RULES = {
     "ProjectedOverBudget": (3600, Severity.WARNING),
     "BurnRateJump": (1800, Severity.WARNING),
     "CostPerMtokHigh": (3600, Severity.WARNING),
+    "SloBurnRate": (120, Severity.CRITICAL),  # issue 41: the workbook's multiwindow burn rates
 }
 
 

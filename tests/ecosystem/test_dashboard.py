@@ -195,7 +195,7 @@ def test_every_panel_query_returns_data(live: tuple[LiveDaemon, Prometheus]) -> 
 def test_the_rules_load_and_evaluate_on_live_data(live: tuple[LiveDaemon, Prometheus]) -> None:
     daemon, prometheus = live
     rules = prometheus.rules()
-    assert len(rules) == 26
+    assert len(rules) == 34
     prometheus.wait_until(
         "every rule evaluated", lambda: all(r["health"] == "ok" for r in prometheus.rules())
     )
@@ -254,12 +254,21 @@ def test_the_alerting_rules_are_gpuwatch_s_own(live: tuple[LiveDaemon, Prometheu
     _, prometheus = live
     alerting = [r for r in prometheus.rules() if r["type"] == "alerting"]
     assert {r["name"] for r in alerting} == set(DEFAULT_RULES)
-    own_severity = {("BudgetThreshold", "100%"), ("GpuHardwareErrors", "pending")}
+    own_severity = {
+        ("BudgetThreshold", "100%"),
+        ("GpuHardwareErrors", "pending"),
+        ("SloBurnRate", "3d"),
+    }
     for rule in alerting:
         spec = DEFAULT_RULES[rule["name"]]
         expected_for = 30.0 if spec.name == "CollectorDown" else spec.for_seconds
         assert rule["duration"] == expected_for, rule["name"]
         assert rule["annotations"]["description"] == spec.description, rule["name"]
-        tag = (spec.name, rule["labels"].get("level") or rule["labels"].get("row_remap"))
+        tag = (
+            spec.name,
+            rule["labels"].get("level")
+            or rule["labels"].get("row_remap")
+            or rule["labels"].get("window"),
+        )
         if tag not in own_severity:
             assert rule["labels"]["severity"] == spec.severity.value, rule["name"]
