@@ -53,6 +53,8 @@ from agent.reporting.queries import (
     history,
 )
 from agent.reporting.recommendations import recommendations
+from agent.reporting.serving_parts import with_serving
+from agent.reporting.serving_reads import serving_reads
 from agent.reporting.slo_parts import with_slos
 from agent.reporting.team_parts import group_rows, team_budget_rows
 
@@ -85,6 +87,7 @@ def build_report(
         measured = gauges(conn, current.split, wanted)
         names = gpu_names(conn, wanted)
         moved = estimates(conn, current.split, wanted)
+        served = serving_reads(conn, current.split, wanted)
         bases = split_bases(conn, current.split, wanted.hosts)
         fired = history(conn, period)
     figures = Figures.of(current, wanted, rule)
@@ -97,6 +100,7 @@ def build_report(
         config.cost.mfu_target,
     )  # fmt: skip
     models_rows = with_slos(models_rows, measured.buckets, config.slos)
+    models_rows = with_serving(models_rows, served)
     teams, projects = group_rows(figures, config)
     return Report(
         generated_at=now,
@@ -116,7 +120,7 @@ def build_report(
         budget=budget(engine, config, period, now),
         # Nothing stored: no advice (an empty month is not a fleet with nothing to change).
         recommendations=(
-            recommendations(figures, gpus, config, period, now) if coverage.last else ()
+            recommendations(figures, gpus, config, period, now, served) if coverage.last else ()
         ),
         daily_spend=daily_spend(figures, days) if days else (),
         model_days=model_days(figures, days, rule),

@@ -123,6 +123,7 @@ class ModelRow:
     energy: Energy = field(default_factory=lambda: Energy())  # its targets' share
     efficiency: Efficiency = field(default_factory=lambda: Efficiency())
     slo: SloRow | None = None  # None: no [[slo]] applies to the model
+    serving: Serving = field(default_factory=lambda: Serving())
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,23 @@ class Efficiency:
     mfu_target_ratio: float | None = None  # cost.mfu_target
     mfu_gap_usd: Decimal | None = None  # what an MFU at the target would have saved
     basis: str | None = None  # e.g. "vllm_estimated_flops vs NVIDIA H100 80GB HBM3 peak"
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """Serving efficiency beside cost (agent.reporting.serving_parts): prefix-cache hits and
+    the dollars they saved, speculative-decoding acceptance and the KV-cache and queue peaks.
+    None: the engine does not report it (never 0); each ``*_basis`` says where a figure is from."""
+
+    prefix_cache_hit_ratio: float | None = None  # cached / all prompt tokens
+    cached_prompt_tokens: float | None = None
+    cache_saved_usd: Decimal | None = None  # cached tokens at the model's cost per computed token
+    prefix_cache_basis: str | None = None
+    spec_decode_acceptance_ratio: float | None = None  # accepted / draft tokens
+    spec_decode_basis: str | None = None
+    kv_cache_peak_ratio: float | None = None  # the window's highest KV-cache usage, 0-1
+    requests_waiting_peak: float | None = None  # the window's longest queue
+    kv_cache_basis: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +299,7 @@ class Budget:
 @dataclass(frozen=True, slots=True)
 class Recommendation:
     """One concrete change, with the numbers that justify it. ``kind``: "serverless", "api",
-    "pod" (keep the pod), "smaller_gpu" or "consolidate"."""
+    "pod" (keep the pod), "smaller_gpu", "consolidate" or "replica"."""
 
     kind: str
     title: str

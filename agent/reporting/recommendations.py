@@ -20,13 +20,15 @@ gives what the observed time itself cost, and no saving.
   per hour than the GPU's metered rate.
 - consolidation: GPUs under 50 % busy; how many GPUs their busy time needs at a 70 % target
   utilisation, and what releasing the most expensive of the rest saves.
+- a replica (:mod:`agent.reporting.replica_advice`): a model whose KV cache filled while
+  requests waited; its GPUs are left out of consolidation, however idle they look.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -44,9 +46,12 @@ from agent.cost.breakeven import (
 )
 from agent.cost.breakeven import hours as observed_text
 from agent.cost.measured import withheld_reason
+from agent.cost.summarize import TokenKey
 from agent.reporting.figures import HOUR, Figures, Share
 from agent.reporting.model import GpuRow, Period, Recommendation
 from agent.reporting.observed import model_observed_hours
+from agent.reporting.replica_advice import replica_advice
+from agent.reporting.serving_reads import TargetServing
 
 GiB = 1 << 30
 HOURS_PER_MONTH = Decimal(730)  # 8,760 / 12: what "a month" of savings means
@@ -95,13 +100,21 @@ CATALOG = (
 
 
 def recommendations(
-    f: Figures, gpus: Sequence[GpuRow], config: Config, period: Period, now: datetime
+    f: Figures,
+    gpus: Sequence[GpuRow],
+    config: Config,
+    period: Period,
+    now: datetime,
+    serving: Mapping[TokenKey, TargetServing] | None = None,
 ) -> tuple[Recommendation, ...]:
     least = config.cost.min_observed / HOUR
+    replicas, held = replica_advice(f, gpus, serving or {})
     found = [
         *_deployment_advice(f, config, least),
         *_smaller_gpus(f, gpus, least),
-        *_consolidation(gpus, least),
+        # A GPU whose model needs a replica is not spare, however idle it looks.
+        *_consolidation([g for g in gpus if (g.host, g.gpu_uuid) not in held], least),
+        *replicas,
     ]
     return tuple(
         sorted(

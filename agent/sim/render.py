@@ -4,7 +4,8 @@ Versions (:data:`VERSIONS`): "vllm-0.6", "vllm-0.8.5", "vllm-0.10", "vllm-0.33",
 "tgi-3", "llamacpp", "dcgm". Options:
 - ``multiprocess``: vLLM 0.10/0.33 with several API servers (SGLang is always multiprocess);
 - ``model``: which model a label-less engine (TGI, llama.cpp) shows; default the first;
-- ``priority``: SGLang with ``priority=""`` on every series.
+- ``priority``: SGLang with ``priority=""`` on every series;
+- ``spec_tokens``: vLLM V1 with speculative decoding, that many draft tokens per step.
 """
 
 from __future__ import annotations
@@ -49,12 +50,18 @@ def _snapshot(state: Traffic | Snapshot) -> Snapshot:
 
 
 def families(
-    version: str, state: Traffic | Snapshot, *, multiprocess: bool = False, priority: bool = False
+    version: str,
+    state: Traffic | Snapshot,
+    *,
+    multiprocess: bool = False,
+    priority: bool = False,
+    spec_tokens: int = 0,
 ) -> tuple[list[Family], bool]:
     """The prometheus_client families of a vLLM or SGLang version, and whether multiprocess."""
     snap = _snapshot(state)
     if version in vllm.VERSIONS:
-        return vllm.families(version, snap, multiprocess=multiprocess), multiprocess
+        fams = vllm.families(version, snap, multiprocess=multiprocess, spec_tokens=spec_tokens)
+        return fams, multiprocess
     if version in sglang.VERSIONS:
         return sglang.families(snap, priority=priority), True
     raise ValueError(f"{version} is not written by prometheus_client")
@@ -67,14 +74,19 @@ def render(
     multiprocess: bool = False,
     model: str | None = None,
     priority: bool = False,
+    spec_tokens: int = 0,
 ) -> str:
     """The exact /metrics text of ``version`` for the state's current traffic."""
     _check(version)
     snap = _snapshot(state)
     if multiprocess and version not in vllm.VERSIONS:
         raise ValueError(f"{version} has no multiprocess option")
+    if spec_tokens and version not in vllm.VERSIONS:
+        raise ValueError(f"{version} has no spec_tokens option")
     if version in vllm.VERSIONS or version in sglang.VERSIONS:
-        fams, mp = families(version, snap, multiprocess=multiprocess, priority=priority)
+        fams, mp = families(
+            version, snap, multiprocess=multiprocess, priority=priority, spec_tokens=spec_tokens
+        )
         return render_text(fams, multiprocess=mp)
     if version == "tgi-3":
         return tgi.render(snap, model)
@@ -91,10 +103,20 @@ def render_for_accept(
     multiprocess: bool = False,
     model: str | None = None,
     priority: bool = False,
+    spec_tokens: int = 0,
 ) -> tuple[str, str]:
     """(body, content type) as the server answers a request with that Accept header."""
     if version in NEGOTIATES_OPENMETRICS and "application/openmetrics-text" in accept:
-        fams, mp = families(version, state, multiprocess=multiprocess, priority=priority)
+        fams, mp = families(
+            version, state, multiprocess=multiprocess, priority=priority, spec_tokens=spec_tokens
+        )
         return render_openmetrics(fams, multiprocess=mp), OPENMETRICS
-    body = render(version, state, multiprocess=multiprocess, model=model, priority=priority)
+    body = render(
+        version,
+        state,
+        multiprocess=multiprocess,
+        model=model,
+        priority=priority,
+        spec_tokens=spec_tokens,
+    )
     return body, content_type(version)

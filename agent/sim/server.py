@@ -61,9 +61,17 @@ class EngineServer:
         oversized_bytes: int = 11 * MIB,
         multiprocess: bool = False,
         priority: bool = False,
+        spec_tokens: int = 0,
     ) -> None:
         # Render once: an unknown version or a bad option fails here, not in a handler thread.
-        render_for_accept(version, traffic, "", multiprocess=multiprocess, priority=priority)
+        render_for_accept(
+            version,
+            traffic,
+            "",
+            multiprocess=multiprocess,
+            priority=priority,
+            spec_tokens=spec_tokens,
+        )
         self.version = version
         self.traffic = traffic
         self.token = token
@@ -72,6 +80,7 @@ class EngineServer:
         self.oversized_bytes = oversized_bytes
         self.multiprocess = multiprocess
         self.priority = priority
+        self.spec_tokens = spec_tokens  # vLLM V1 with speculative decoding (0: off)
         # A hostile or broken engine: each answer's body goes through this first (settable
         # at any time; the bad-input tests add NaN, huge label sets, repeated families).
         self.rewrite: Callable[[str], str] | None = None
@@ -158,6 +167,7 @@ class EngineServer:
             multiprocess=self.multiprocess,
             model=model,
             priority=self.priority,
+            spec_tokens=self.spec_tokens,
         )
         if self.version == "llamacpp":
             # llama.cpp resets its throughput bucket on every /metrics read.

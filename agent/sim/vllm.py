@@ -42,16 +42,19 @@ V1_VERSIONS: dict[str, Version] = {
 VERSIONS = ("vllm-0.6", *V1_VERSIONS)
 
 
-def families(version: str, snap: Snapshot, *, multiprocess: bool = False) -> list[Family]:
-    """Every family of that vLLM version's /metrics, in registration order."""
+def families(
+    version: str, snap: Snapshot, *, multiprocess: bool = False, spec_tokens: int = 0
+) -> list[Family]:
+    """Every family of that vLLM version's /metrics, in registration order; ``spec_tokens``:
+    speculative decoding's draft tokens per step (V1 only; 0: off, no spec-decode family)."""
     if version == "vllm-0.6":
-        if multiprocess:
-            raise ValueError("the simulator renders V0 in single-process mode only")
+        if multiprocess or spec_tokens:
+            raise ValueError("the simulator renders V0 single-process, without spec decoding")
         return python_families(snap) + v0_families(snap)
     v = V1_VERSIONS[version]
     if multiprocess and v < (0, 9, 0):
         raise ValueError(f"{version} has no multiprocess mode (since 0.9)")
     created = None if multiprocess else snap.started_at
     runtime = [] if multiprocess else python_families(snap)
-    engine = v1_families(v, snap, created, multiprocess)
+    engine = v1_families(v, snap, created, multiprocess, spec_tokens)
     return runtime + engine + http_families(snap, created=created)

@@ -52,6 +52,7 @@ from agent.sim.vllm_spec import (
     running,
     waiting,
 )
+from agent.sim.vllm_spec_decode import spec_decode_families
 
 API_SERVER_PIDS = (2201, 2202)
 
@@ -220,8 +221,11 @@ V1_HISTOGRAM_SPECS = (
 )
 
 
-def v1_families(v: Version, snap: Snapshot, created: float | None, mp: bool) -> list[Family]:
-    """The engine families of V1 version ``v``; ``created`` is None in multiprocess mode."""
+def v1_families(
+    v: Version, snap: Snapshot, created: float | None, mp: bool, spec_tokens: int = 0
+) -> list[Family]:
+    """The engine families of V1 version ``v``; ``created`` is None in multiprocess mode;
+    ``spec_tokens`` > 0: speculative decoding with that many draft tokens per step."""
     children = [
         Child(
             (("model_name", m), ("engine", e)),
@@ -243,6 +247,8 @@ def v1_families(v: Version, snap: Snapshot, created: float | None, mp: bool) -> 
     b.add(V1_PREFIX_SPECS, v)
     _v1_token_counters(b, v)
     b.add(V1_HISTOGRAM_SPECS, v)
+    if spec_tokens > 0:
+        spec_decode_families(b, spec_tokens)
     _v1_info(b, v, snap)
     return b.families
 

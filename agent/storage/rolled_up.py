@@ -27,9 +27,17 @@ REQUESTS_COMPLETED = "gpuwatch_engine_requests_completed_total"
 ESTIMATED_FLOPS = "gpuwatch_engine_estimated_flops_total"
 ESTIMATED_READ_BYTES = "gpuwatch_engine_estimated_read_bytes_total"
 ESTIMATED_WRITE_BYTES = "gpuwatch_engine_estimated_write_bytes_total"
+# Speculative decoding (vLLM with a draft method): the report's acceptance rate per model.
+SPEC_DECODE_DRAFT_TOKENS = "gpuwatch_engine_spec_decode_draft_tokens_total"
+SPEC_DECODE_ACCEPTED_TOKENS = "gpuwatch_engine_spec_decode_accepted_tokens_total"
 # Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
 MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
 MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
+# The same, per engine series: the KV-cache peak and the longest queue, which the report's
+# serving efficiency and its replica advice read. One row per series per minute (hour, day)
+# each: a vLLM target adds two series per model (per API-server pid in 0.9.2-0.11 for KV).
+KV_CACHE_USAGE = "gpuwatch_engine_kv_cache_usage_ratio"
+REQUESTS_WAITING = "gpuwatch_engine_requests_waiting"
 # Ticks per rule that split a shared GPU's cost (``rollups.count``; agent.cost.split_basis).
 SPLIT_BASIS = "gpuwatch_gpu_split_basis_info"
 
@@ -51,8 +59,12 @@ SERIES_ROLLUPS = frozenset(
         ESTIMATED_FLOPS,
         ESTIMATED_READ_BYTES,
         ESTIMATED_WRITE_BYTES,
+        SPEC_DECODE_DRAFT_TOKENS,
+        SPEC_DECODE_ACCEPTED_TOKENS,
         MEMORY_USED,
         MEMORY_TOTAL,
+        KV_CACHE_USAGE,
+        REQUESTS_WAITING,
         SPLIT_BASIS,
     }
 )

@@ -12,6 +12,11 @@ per finished request, so their ``_sum`` counts what finished requests used and t
 the requests; they become the ``completed`` counters. ``generation_tokens_total`` also counts
 what streams a client dropped mid-way consumed (vLLM does not count those as aborted).
 
+Speculative decoding (V1, only when vLLM runs with a draft method):
+``spec_decode_num_draft_tokens_total`` and ``spec_decode_num_accepted_tokens_total`` become the
+spec-decode counters; their ratio over a window is the acceptance rate. No other engine here
+maps one (llama.cpp's server has like-named counters, not mapped yet).
+
 Work estimates (V1, e.g. 0.32; incremented only with ``--enable-mfu-metrics``, registered and
 left at 0 without it): ``estimated_flops_per_gpu_total`` and
 ``estimated_{read,write}_bytes_per_gpu_total`` count what vLLM's analytic model says each step
@@ -76,6 +81,16 @@ RULES = (
         "gpuwatch_engine_estimated_write_bytes_total",
         ("vllm:estimated_write_bytes_per_gpu_total",),
         agg=Agg.MEAN,
+    ),
+    # Only with speculative decoding (vllm/v1/spec_decode/metrics.py): tokens the draft model
+    # proposed and those the target model accepted, summed over DP ranks like every counter.
+    Counter(
+        "gpuwatch_engine_spec_decode_draft_tokens_total",
+        ("vllm:spec_decode_num_draft_tokens_total",),
+    ),
+    Counter(
+        "gpuwatch_engine_spec_decode_accepted_tokens_total",
+        ("vllm:spec_decode_num_accepted_tokens_total",),
     ),
     Histogram("gpuwatch_engine_ttft_seconds", ("vllm:time_to_first_token_seconds",)),
     Histogram(

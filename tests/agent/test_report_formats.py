@@ -36,8 +36,8 @@ def report() -> Report:
 
 
 TABLE_SECTIONS = ["SUMMARY", "SPEND BY SOURCE", "MODELS", "USEFUL AND ABANDONED WORK", "TARGETS",
-                  "HOSTS", "MODEL EFFICIENCY AND ENERGY", "GPU TIME", "REAL WORK AND ENERGY",
-                  "TOP WASTE",
+                  "HOSTS", "MODEL EFFICIENCY AND ENERGY", "SERVING EFFICIENCY", "GPU TIME",
+                  "REAL WORK AND ENERGY", "TOP WASTE",
                   "LATENCY", "ALERTS", "QUEUE INCIDENTS", "BUDGET", "RECOMMENDATIONS"]  # fmt: skip
 
 
@@ -148,7 +148,7 @@ def test_a_report_says_up_to_when_its_data_is_complete(report: Report) -> None:
 # -- CSV -------------------------------------------------------------------------------------------
 
 CSV_SECTIONS = ["report", "summary", "spend_sources", "models", "work", "targets", "hosts",
-                "efficiency", "gpus", "real_work", "top_waste", "latency", "alerts",
+                "efficiency", "serving", "gpus", "real_work", "top_waste", "latency", "alerts",
                 "queue_incidents", "budget", "recommendations",
                 "daily_spend", "model_days", "gpu_days"]  # fmt: skip
 

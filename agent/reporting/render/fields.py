@@ -34,6 +34,7 @@ from agent.reporting.model import (
     Totals,
     Work,
 )
+from agent.reporting.render.serving_fields import serving_record
 from agent.reporting.render.values import Cell, Kind, change_ratio, text
 
 Record = dict[str, Cell]
@@ -196,7 +197,7 @@ def model_record(m: ModelRow) -> Record:
     energy = energy_record(m.energy)
     for key in ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_tokens"):
         record[key] = Cell(energy[key].kind, energy[key].value)  # "n/a" in a row
-    return record | efficiency_record(m.efficiency) | slo_record(m.slo)
+    return record | efficiency_record(m.efficiency) | slo_record(m.slo) | serving_record(m.serving)
 
 
 # What people read for a model no [[slo]] applies to.

@@ -16,6 +16,7 @@ from agent.reporting.basis import spend_note
 from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.fields import Record
+from agent.reporting.render.serving_fields import SERVING_NOTE
 from agent.reporting.render.values import Cell, Kind
 
 T = TypeVar("T")
@@ -161,6 +162,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         *group_sections(report),
         _efficiency(report),
         *_objectives(report),
+        _serving(report),
         _gpus(report),
         _real_work(report),
         _top_waste(report),
@@ -377,6 +379,21 @@ def _objectives(report: Report) -> list[Section]:
         "the requests that missed, by request share"
     )
     return [_grid("objectives", "Objectives", columns, _each(rows, fields.model_record), note=note)]
+
+
+def _serving(report: Report) -> Section:
+    """Per model: prefix-cache hits and their dollars, spec-decode acceptance, KV and queue."""
+    columns = (
+        _text("model", "model"),
+        Column("prefix_cache_hit_ratio", "cache hits"),
+        Column("cached_prompt_tokens", "cached tokens"),
+        Column("cache_saved_usd", "cache saved"),
+        Column("spec_decode_acceptance_ratio", "spec accept"),
+        Column("kv_cache_peak_ratio", "KV peak"),
+        Column("requests_waiting_peak", "max queue"),
+    )
+    records = _each(report.models, fields.model_record)
+    return _grid("serving", "Serving efficiency", columns, records, note=SERVING_NOTE)
 
 
 def _top_waste(report: Report) -> Section:
