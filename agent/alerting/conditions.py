@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from agent.alerting.inputs import AlertInputs
-from agent.alerting.slo_burn import slo_burn_rate
+from agent.alerting.slo_condition import slo_burn_rate
 from alerts.model import AlertKey, Condition
 from alerts.rules import RuleSpec
 from collectors.base import Sample

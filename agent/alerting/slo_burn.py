@@ -23,12 +23,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from agent.config.slo import SloConfig, objective_for
-from agent.cost.slo_math import WORKBOOK_WINDOWS, BurnWindow, attainment, burn_rate, fires, joint
+from agent.cost.slo_math import WORKBOOK_WINDOWS, BurnWindow, attainment, burn_rate, joint
 from agent.cost.split import MINUTE, Split, series_ranges
 from agent.storage import rolled_up
 from agent.storage.buckets import increase_sums
@@ -36,12 +35,7 @@ from agent.storage.series_math import coarsened_buckets
 from agent.storage.store import Store
 from agent.storage.windows import ReadOnce, WindowSource, histogram_window
 from alerts.duration import format_duration
-from alerts.model import AlertKey, Condition, Severity
-from alerts.rules import RuleSpec
 from migrations.schema import histogram_rollups, rollup_state
-
-if TYPE_CHECKING:  # inputs.py imports this module to gather the burns
-    from agent.alerting.inputs import AlertInputs
 
 BASIS = "histograms"
 # The histograms the rollups keep (agent.storage.rolled_up); an objective's other thresholds
@@ -199,38 +193,3 @@ def _burn(
     else:
         bad = min(1.0, max(0.0, 1.0 - joint(parts).lower))
     return burn_rate(bad, slo.objective)
-
-
-def slo_burn_rate(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] | None:
-    """Both windows of a workbook pair burn faster than its factor. Page pairs carry the
-    rule's severity (critical by default), the ticket pair warning."""
-    if inputs.slo_burns is None:
-        return None
-    out = []
-    for burn in inputs.slo_burns:
-        if fires(burn.window, burn.long, burn.short) is not True:
-            continue
-        assert burn.long is not None and burn.short is not None  # fires says both are known
-        window = burn.window
-        labels = {"host": inputs.host, "model": burn.model, "window": window_label(window)}
-        severity = spec.severity if window.severity == "page" else Severity.WARNING
-        short = format_duration(window.short_seconds)
-        thresholds = ", ".join(f"{k} <= {v:g}s" for k, v in burn.slo.thresholds().items())
-        summary = (
-            f"{spec.render_summary(labels, burn.long)}; {short}: {burn.short:.1f}x"
-            f" (limit {window.factor:g}x); objective {burn.slo.objective:.4g} within {thresholds}"
-        )
-        annotations = {
-            "burn_rate_long": f"{burn.long:.4g}",
-            "burn_rate_short": f"{burn.short:.4g}",
-            "long_window": window_label(window),
-            "short_window": short,
-            "factor": f"{window.factor:g}",
-            "objective": f"{burn.slo.objective:g}",
-            "thresholds": thresholds,
-            "basis": BASIS,
-            "severity": severity.value,
-            "summary": summary,
-        }
-        out.append(Condition(AlertKey.of(spec.name, labels), burn.long, annotations))
-    return out
