@@ -6,8 +6,8 @@ ticket), the condition holds when both windows burn the error budget faster than
 factor (``fires``). A window's bad fraction is 1 - the LOWER bound of the joint attainment of
 the objective's thresholds over the model's histograms in that window (basis "histograms"): the
 worst case the buckets allow, so a threshold between bucket bounds or several thresholds never
-understate the burn. An unknown burn (no observations, or a threshold on inter-token latency
-or queue time, whose histograms the rollups do not keep) never fires.
+understate the burn. An unknown burn (no observations, or a threshold whose histogram the
+model's engine does not export) never fires.
 
 Cost. Reading 6 h (or 3 d) of raw buckets every tick would cost more than the rest of the
 evaluation together, so each window is read from the histogram rollups (minute rows at its
@@ -38,9 +38,15 @@ from alerts.duration import format_duration
 from migrations.schema import histogram_rollups, rollup_state
 
 BASIS = "histograms"
-# The histograms the rollups keep (agent.storage.rolled_up); an objective's other thresholds
-# (itl, queue) cannot be read over hours or days, so such an objective's burn is unknown.
-KINDS = dict(zip(("ttft", "e2e"), rolled_up.rolled_up(rolled_up.TTFT, rolled_up.E2E), strict=True))
+# The histograms the rollups keep (agent.storage.rolled_up): every kind an objective names.
+# A model whose engine does not export one has no burn for that objective.
+KINDS = dict(
+    zip(
+        ("ttft", "e2e", "itl", "queue"),
+        rolled_up.rolled_up(rolled_up.TTFT, rolled_up.E2E, rolled_up.ITL, rolled_up.QUEUE),
+        strict=True,
+    )
+)
 # A minute watermark further back than this means the rollup is behind (or has not run yet):
 # the raw tail would grow without bound, so the windows are unknown until it catches up.
 MAX_TAIL = timedelta(minutes=15)

@@ -15,8 +15,10 @@ from agent.storage import rolled_up
 from agent.storage.buckets import increase_sums
 from migrations.schema import histogram_rollups, series
 
-TTFT, E2E = rolled_up.rolled_up(rolled_up.TTFT, rolled_up.E2E)
-KINDS = {TTFT: "ttft", E2E: "e2e"}
+TTFT, E2E, ITL, QUEUE = rolled_up.rolled_up(
+    rolled_up.TTFT, rolled_up.E2E, rolled_up.ITL, rolled_up.QUEUE
+)
+KINDS = {TTFT: "ttft", E2E: "e2e", ITL: "itl", QUEUE: "queue"}
 Buckets = dict[tuple[str, str], dict[float, float]]
 
 
@@ -26,9 +28,9 @@ def latency_buckets(
     hosts: Collection[str] = (),
     model_ok: Callable[[str], bool] = lambda _: True,
 ) -> Buckets:
-    """(model, "ttft"|"e2e") -> le -> the window's increase, summed over the model's targets
-    (of ``hosts``; empty: every host) and the histogram rows (each holds every bound of its
-    layout)."""
+    """(model, kind) -> le -> the window's increase (kind: ttft, e2e, itl or queue), summed
+    over the model's targets (of ``hosts``; empty: every host) and the histogram rows (each
+    holds every bound of its layout)."""
     query = select(series.c.id, series.c.host, series.c.metric, series.c.labels).where(
         series.c.metric.in_(tuple(KINDS))
     )

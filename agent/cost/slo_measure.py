@@ -2,9 +2,9 @@
 over a window: one threshold's share exact at a bucket bound, interpolated (with bounds)
 elsewhere; several thresholds bounded, never multiplied (agent.cost.slo_math).
 
-TTFT and end-to-end latency are the histograms the rollups keep; an objective on inter-token
-latency or queue time is not measured from histograms yet: that threshold counts as unknown
-([0, 1]), which widens the bounds rather than being left out.
+The rollups keep the TTFT, end-to-end, inter-token and queue-time histograms; a threshold whose
+histogram an engine does not export counts as unknown ([0, 1]) where another threshold was
+measured, which widens the bounds rather than being left out.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from agent.config.slo import SloConfig
 from agent.cost.slo_math import Attainment, JointAttainment, attainment, joint
 
-MEASURED = ("ttft", "e2e")  # the histograms the rollups keep (agent.storage.rolled_up)
+MEASURED = ("ttft", "e2e", "itl", "queue")  # the histograms the rollups keep
 Buckets = Mapping[tuple[str, str], Mapping[float, float]]
 
 
@@ -25,15 +25,16 @@ class Measured:
 
     result: JointAttainment | None
     requests: float
-    unmeasured: tuple[str, ...]  # thresholds no histogram measures
+    unmeasured: tuple[str, ...]  # thresholds no histogram of the model's measures
 
 
 def measure(model: str, buckets: Buckets, slo: SloConfig) -> Measured:
     thresholds = slo.thresholds()
-    unmeasured = tuple(k for k in thresholds if k not in MEASURED)
+    # Not kept, or not exported by this model's engine (llama.cpp has no queue histogram).
+    unmeasured = tuple(k for k in thresholds if k not in MEASURED or not buckets.get((model, k)))
     parts: list[Attainment] = []
-    for kind in (k for k in thresholds if k in MEASURED):
-        found = attainment(buckets.get((model, kind), {}), thresholds[kind])
+    for kind in (k for k in thresholds if k not in unmeasured):
+        found = attainment(buckets[(model, kind)], thresholds[kind])
         if found is None:
             return Measured(None, 0.0, unmeasured)
         parts.append(found)

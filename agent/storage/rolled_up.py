@@ -45,6 +45,9 @@ SPLIT_BASIS = "gpuwatch_gpu_split_basis_info"
 # inputs' 24 h baseline read: one ``histogram_rollups`` row per histogram and bucket time.
 TTFT = "gpuwatch_engine_ttft_seconds"
 E2E = "gpuwatch_engine_e2e_latency_seconds"
+# Read by the latency objectives ([[slo]] itl and queue thresholds) only.
+ITL = "gpuwatch_engine_inter_token_latency_seconds"
+QUEUE = "gpuwatch_engine_queue_time_seconds"
 
 SERIES_ROLLUPS = frozenset(
     {
@@ -68,7 +71,7 @@ SERIES_ROLLUPS = frozenset(
         SPLIT_BASIS,
     }
 )
-HISTOGRAM_ROLLUPS = frozenset({TTFT, E2E})
+HISTOGRAM_ROLLUPS = frozenset({TTFT, E2E, ITL, QUEUE})
 BUCKET_SUFFIX = "_bucket"
 
 

@@ -274,7 +274,8 @@ class Unreported:
         ]
 
 
-QUEUE = "gpuwatch_engine_queue_time_seconds"
+# A histogram no reader asks of the rollups (queue time is read now: [[slo]] queue thresholds).
+QUEUE = "gpuwatch_engine_prefill_time_seconds"
 
 
 def test_a_run_reads_and_carries_only_the_series_it_makes_rows_from(db: Engine) -> None:
