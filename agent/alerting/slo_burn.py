@@ -27,26 +27,20 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 
 from agent.config.slo import SloConfig, objective_for
+from agent.cost.latency import KINDS as LATENCY_KINDS
+from agent.cost.latency import latency_buckets
 from agent.cost.slo_math import WORKBOOK_WINDOWS, BurnWindow, attainment, burn_rate, joint
-from agent.cost.split import MINUTE, Split, series_ranges
-from agent.storage import rolled_up
-from agent.storage.buckets import increase_sums
+from agent.cost.split import MINUTE, Split
 from agent.storage.series_math import coarsened_buckets
 from agent.storage.store import Store
 from agent.storage.windows import ReadOnce, WindowSource, histogram_window
 from alerts.duration import format_duration
-from migrations.schema import histogram_rollups, rollup_state
+from migrations.schema import rollup_state
 
 BASIS = "histograms"
 # The histograms the rollups keep (agent.storage.rolled_up): every kind an objective names.
 # A model whose engine does not export one has no burn for that objective.
-KINDS = dict(
-    zip(
-        ("ttft", "e2e", "itl", "queue"),
-        rolled_up.rolled_up(rolled_up.TTFT, rolled_up.E2E, rolled_up.ITL, rolled_up.QUEUE),
-        strict=True,
-    )
-)
+KINDS = {kind: metric for metric, kind in LATENCY_KINDS.items()}  # kind -> metric
 # A minute watermark further back than this means the rollup is behind (or has not run yet):
 # the raw tail would grow without bound, so the windows are unknown until it catches up.
 MAX_TAIL = timedelta(minutes=15)
@@ -135,22 +129,16 @@ def _rolled(
     store: Store, host: str, models: set[str], mark: datetime, starts: tuple[datetime, ...]
 ) -> dict[BucketKey, Buckets]:
     """Per (model, kind, window), the bucket increases of the rollup rows in [start, mark)."""
-    owners: dict[int, tuple[str, str]] = {}
-    for kind, metric in KINDS.items():
-        for sid, (_, labels) in store.series_of(metric, host).items():
-            if labels.get("model") in models:
-                owners[sid] = (labels["model"], kind)
-    out: dict[BucketKey, Buckets] = defaultdict(lambda: defaultdict(float))
-    if not owners:
-        return out
+    out: dict[BucketKey, Buckets] = {}
     with store.engine.connect() as conn:
         for seconds, start in zip(WINDOW_SECONDS, starts, strict=True):
             if start >= mark:
                 continue
-            split = Split.read(conn, start, mark)
-            where = series_ranges(split, dict.fromkeys(owners, host), histogram_rollups)
-            for sid, le, increase in increase_sums(conn, where):
-                out[(*owners[sid], seconds)][float(le)] += increase
+            found = latency_buckets(
+                conn, Split.read(conn, start, mark), (host,), models.__contains__
+            )
+            for (model, kind), buckets in found.items():
+                out[(model, kind, seconds)] = buckets
     return out
 
 

@@ -16,7 +16,7 @@ from agent.reporting.queries import Wanted, Window, gauges
 from agent.reporting.render.fields import energy_record, work_record
 from agent.reporting.render.values import json_value, text
 from agent.reporting.slo_parts import Buckets, model_slo
-from agent.reporting.work_parts import energy_basis, energy_figures, work_totals
+from agent.reporting.work_parts import energy_figures, work_totals
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -39,7 +39,7 @@ def read(
     usages = list(figures.usage.values())
     total = sum(usages, Usage())
     useful = figures.produced.useful(rule)
-    energy = energy_figures(total.energy, total.co2, useful, config.energy, energy_basis(usages))
+    energy = energy_figures(total.energy, total.co2, useful, config.energy, total.energy_basis)
     models = {
         model: energy_figures(m.energy, m.co2, m.tokens.useful(rule), config.energy)
         for model, m in figures.model_sums().items()

@@ -11,18 +11,16 @@ without an intensity borrows none from its neighbours (:class:`Intensity`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
 from agent.config.energy import EnergyConfig
 from agent.config.energy import Intensity as Intensity
+from agent.cost.ledger import Co2Of
 
 JOULES_PER_KWH = 3.6e6
 _JOULES_PER_KWH = Decimal(3_600_000)
 _MONEY = Decimal("1e-12")  # the ledger's scale (Numeric(24, 12)): sums of it do not drift
-# Grams of CO2 for some GPU joules used at an instant; the ledger's ``Co2Of``.
-Co2Of = Callable[[float, datetime], float | None]
 
 
 def facility_kwh(gpu_joules: float | None, pue: float) -> float | None:

@@ -128,6 +128,18 @@ def combined_mfu(
     return done / possible if possible > 0 else None
 
 
+def combined_mbu(parts: Iterable[tuple[WorkWindow, GpuPeak | None]]) -> float | None:
+    """MBU weighted by GPU-seconds, as combined_mfu weighs MFU; None if any part's is."""
+    done = weight = 0.0
+    for window, peak in parts:
+        ratio = mbu(window, peak)
+        if ratio is None:
+            return None
+        done += ratio * window.seconds * window.gpus
+        weight += window.seconds * window.gpus
+    return done / weight if weight > 0 else None
+
+
 def mfu_gap_usd(cost_usd: Decimal, mfu: float | None, target: float | None) -> Decimal | None:
     """The share of ``cost_usd`` an MFU at ``target`` would have saved: the same FLOPs at the
     target rate take mfu/target of the GPU time, so cost × (1 − mfu/target) when mfu is below

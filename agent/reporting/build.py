@@ -47,14 +47,13 @@ from agent.reporting.queries import (
     Wanted,
     Window,
     billed_by_source,
-    estimates,
     gauges,
     gpu_names,
     history,
 )
 from agent.reporting.recommendations import recommendations
 from agent.reporting.serving_parts import with_serving
-from agent.reporting.serving_reads import serving_reads
+from agent.reporting.serving_reads import estimates, serving_reads
 from agent.reporting.slo_parts import with_slos
 from agent.reporting.team_parts import group_rows, team_budget_rows
 

@@ -16,12 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 
-from agent.cost.efficiency import WorkWindow, combined_mfu, mbu, mfu_gap_usd
+from agent.cost.efficiency import WorkWindow, combined_mbu, combined_mfu, mfu_gap_usd
 from agent.cost.gpu_peaks import GpuPeak, peak_for
 from agent.cost.summarize import TokenKey, Tokens
 from agent.reporting.figures import Figures
 from agent.reporting.model import Efficiency, ModelRow
-from agent.reporting.queries import ESTIMATES, GpuKey
+from agent.reporting.queries import GpuKey
+from agent.reporting.serving_reads import ESTIMATES
 
 FLOPS, READ, WRITE = ESTIMATES
 Part = tuple[WorkWindow, GpuPeak | None]
@@ -51,7 +52,7 @@ def model_efficiency(
         ratio = combined_mfu(model_parts)
         out[model] = Efficiency(
             mfu_ratio=ratio,
-            mbu_ratio=_combined_mbu(model_parts),
+            mbu_ratio=combined_mbu(model_parts),
             mfu_target_ratio=target,
             mfu_gap_usd=mfu_gap_usd(costs[model], ratio, target) if model in costs else None,
             basis=_basis(model_parts, sorted(gpu_names[model])),
@@ -87,18 +88,6 @@ def _window(
         tokens=None if tokens is None else tokens.generated + tokens.prompt,
         gpus=len(gpus),
     )
-
-
-def _combined_mbu(parts: Sequence[Part]) -> float | None:
-    """MBU weighted by GPU-seconds, as combined_mfu weighs MFU; None if any part's is."""
-    done = weight = 0.0
-    for window, peak in parts:
-        ratio = mbu(window, peak)
-        if ratio is None:
-            return None
-        done += ratio * window.seconds * window.gpus
-        weight += window.seconds * window.gpus
-    return done / weight if weight > 0 else None
 
 
 def _basis(parts: Sequence[Part], names: Sequence[str]) -> str | None:

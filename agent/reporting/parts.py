@@ -67,7 +67,6 @@ from agent.reporting.model import (
 from agent.reporting.queries import Alert, Gauges, GpuKey
 from agent.reporting.work_parts import (
     GpuWork,
-    energy_basis,
     energy_figures,
     gpu_work,
     work_totals,
@@ -118,9 +117,7 @@ def totals(
         abandoned_cost_usd=_abandoned_usd(f.model_sums().values()),
         cost_unknown_reason=unknown,
         work=work_totals(f.usage.values()),
-        energy=energy_figures(
-            total.energy, total.co2, useful, energy, energy_basis(f.usage.values())
-        ),
+        energy=energy_figures(total.energy, total.co2, useful, energy, total.energy_basis),
     )
 
 
@@ -254,7 +251,7 @@ def gpu_rows(
 
 
 def _work(w: GpuWork) -> dict[str, Any]:
-    # GpuWork's fields are GpuRow's by name (a test keeps them so).
+    # GpuWork's fields are GpuRow's by name: a name that drifts fails every report built.
     return {name: getattr(w, name) for name in GpuWork.__slots__}
 
 

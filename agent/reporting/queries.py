@@ -394,26 +394,6 @@ def _latency_buckets(
     return latency_buckets(conn, split, wanted.hosts, wanted.model)
 
 
-# vLLM's per-GPU work estimates (agent.cost.efficiency), by (host, target, model).
-ESTIMATES = rolled_up.rolled_up(
-    rolled_up.ESTIMATED_FLOPS, rolled_up.ESTIMATED_READ_BYTES, rolled_up.ESTIMATED_WRITE_BYTES
-)
-
-
-def estimates(conn: Connection, split: Split, wanted: Wanted) -> dict[TokenKey, dict[str, float]]:
-    """Per (host, target, model), each work-estimate counter's increase over the window
-    (restart-safe, as the rollup counts it); a counter not exported is absent."""
-    meta = _series(conn, ESTIMATES, wanted)
-    out: dict[TokenKey, dict[str, float]] = defaultdict(dict)
-    for (sid, _), (increase, _) in _series_sums(conn, split, meta, None).items():
-        s = meta[sid]
-        if increase is None or not wanted.model(s.labels.get("model", "")):
-            continue
-        key = (s.host, s.labels.get("target", ""), s.labels.get("model", ""))
-        out[key][s.metric] = out[key].get(s.metric, 0.0) + increase
-    return dict(out)
-
-
 def gpu_names(conn: Connection, wanted: Wanted) -> dict[GpuKey, str]:
     out: dict[GpuKey, str] = {}
     for s in _series(conn, (GPU_INFO,), wanted).values():

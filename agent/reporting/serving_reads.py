@@ -6,7 +6,7 @@ day row). Readers name the metrics through :func:`agent.storage.rolled_up.rolled
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -24,6 +24,10 @@ PROMPT, COMPUTED, GENERATED, DRAFT, ACCEPTED = rolled_up.rolled_up(
     rolled_up.SPEC_DECODE_ACCEPTED_TOKENS,
 )
 KV, WAITING = rolled_up.rolled_up(rolled_up.KV_CACHE_USAGE, rolled_up.REQUESTS_WAITING)
+# vLLM's per-GPU work estimates (agent.cost.efficiency): a model's MFU and MBU.
+ESTIMATES = rolled_up.rolled_up(
+    rolled_up.ESTIMATED_FLOPS, rolled_up.ESTIMATED_READ_BYTES, rolled_up.ESTIMATED_WRITE_BYTES
+)
 COUNTERS = (PROMPT, COMPUTED, GENERATED, DRAFT, ACCEPTED)
 GAUGES = (KV, WAITING)
 
@@ -44,10 +48,28 @@ class TargetServing:
 
 
 def serving_reads(conn: Connection, split: Split, wanted: Wanted) -> dict[TokenKey, TargetServing]:
+    """The serving-efficiency counters' increases and gauges' peaks (:func:`target_reads`)."""
+    return target_reads(conn, split, wanted, COUNTERS, GAUGES)
+
+
+def estimates(
+    conn: Connection, split: Split, wanted: Wanted
+) -> dict[TokenKey, Mapping[str, float]]:
+    """Per (host, target, model), the work-estimate counters' increases over the window."""
+    return {k: t.increases for k, t in target_reads(conn, split, wanted, ESTIMATES).items()}
+
+
+def target_reads(
+    conn: Connection,
+    split: Split,
+    wanted: Wanted,
+    counters: Sequence[str],
+    gauges: Sequence[str] = (),
+) -> dict[TokenKey, TargetServing]:
     """Per (host, target, model) of the wanted models: the counters' increases and the gauges'
     peaks over the window (several series of one key, e.g. vLLM's per-pid KV gauge, combine:
     increases add up, peaks take the highest)."""
-    meta = _series(conn, COUNTERS + GAUGES, wanted)
+    meta = _series(conn, (*counters, *gauges), wanted)
     increases: dict[TokenKey, dict[str, float]] = {}
     peaks: dict[TokenKey, dict[str, float]] = {}
     for (sid, _), (increase, highest) in _series_sums(conn, split, meta, None).items():
@@ -56,7 +78,7 @@ def serving_reads(conn: Connection, split: Split, wanted: Wanted) -> dict[TokenK
         if not wanted.model(model):
             continue
         key = (s.host, s.labels.get("target", ""), model)
-        if s.metric in GAUGES:
+        if s.metric in gauges:
             if highest is not None:
                 into = peaks.setdefault(key, {})
                 into[s.metric] = max(into.get(s.metric, highest), highest)

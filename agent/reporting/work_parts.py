@@ -91,11 +91,3 @@ def energy_figures(
         joules_per_useful_token=joules_per_token(joules, useful_tokens),
         co2_grams_per_million_tokens=grams_per_million_tokens(co2_grams, useful_tokens),
     )
-
-
-def energy_basis(usages: Iterable[Usage]) -> str | None:
-    """The bases of several GPUs' energy, "+"-joined in a fixed order; None: none known."""
-    found = {b for u in usages if (b := u.energy_basis) is not None}
-    parts = {p for b in found for p in b.split("+")}
-    order = ("energy_counter", "power_integrated")
-    return "+".join(p for p in order if p in parts) or None
