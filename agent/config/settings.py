@@ -32,7 +32,6 @@ from agent.config.digest import DigestConfig, parse_digest
 from agent.config.energy import EnergyConfig, parse_energy
 from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
-from agent.config.limits import parse_limits
 from agent.config.notify import AlertmanagerConfig as AlertmanagerConfig
 from agent.config.notify import NotifyConfig, parse_notify
 from agent.config.notify import SlackConfig as SlackConfig
@@ -42,25 +41,20 @@ from agent.config.reader import Reader, shown
 from agent.config.secret import Secret
 from agent.config.slo import SloConfig, parse_slos
 from agent.config.spool import SpoolConfig, parse_spool, state_directory
+from agent.config.targets import MAX_TIMEOUT, TargetConfig, parse_targets
 from collectors.billing.registry import PROVIDERS
-from collectors.limits import LIMIT_KEYS, ScrapeLimits
 from foundation.errors import GpuwatchError
 from foundation.printable import printable
 from foundation.redact import redact_url
 
 DEFAULT_PATH = Path("/etc/gpuwatch/gpuwatch.toml")
 DEFAULT_LISTEN = "127.0.0.1:9877"
-DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
-ENGINES = ("auto", "vllm", "sglang", "tgi", "llamacpp", "dcgm")
 # A configuration is a few kilobytes; a file past a mebibyte is something else (a log, a
 # binary), and reading it whole would cost the daemon's memory before saying so.
 MAX_FILE_BYTES = 1024 * 1024
 MAX_PROBLEM_CHARS = 300
 MAX_PROBLEMS_SHOWN = 100  # a file of 50,000 unknown keys says so in 101 lines, not 50,000
-MAX_TARGETS = 1000  # each is a scrape and an HTTP client every tick; a box serves a handful
 MIN_INTERVAL, MAX_INTERVAL = 1.0, 86400.0  # under 1 s floods the database; over a day is blind
-MAX_TIMEOUT = 3600.0  # a scrape, the database deadline, the central database
-MIN_RESPONSE_BYTES, MAX_RESPONSE_BYTES = 1024, 2**31  # a /metrics answer, 1 KiB to 2 GiB
 
 
 class ConfigError(GpuwatchError):
@@ -110,23 +104,6 @@ class NvmlConfig:
 @dataclass(frozen=True, slots=True)
 class CollectorsConfig:
     nvml: NvmlConfig = field(default_factory=NvmlConfig)
-
-
-@dataclass(frozen=True, slots=True)
-class TargetConfig:
-    name: str
-    url: str
-    engine: str = "auto"
-    bearer_token: Secret | None = None
-    timeout_seconds: float = 5.0
-    model: str | None = None  # names the model for engines that do not label it (TGI, llama.cpp)
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
-    # Which GPUs serve this target: its systemd unit or container, or explicit GPUs (index/UUID).
-    unit: str | None = None
-    gpus: tuple[str, ...] = ()
-    limits: ScrapeLimits = field(default_factory=ScrapeLimits)  # agent.config.limits
-    team: str | None = None  # who pays for its GPU time (agent.config.teams)
-    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +262,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         timezone=_timezone(r, top),
         daemon=_daemon(r, top),
         collectors=_collectors(r, top),
-        targets=_targets(r, top),
+        targets=parse_targets(r, top),
         rates=parse_rates(r, top),
         cost=parse_cost(r, top),
         # A CSV of hourly intensity is named relative to the file that names it.
@@ -403,62 +380,6 @@ def _collectors(r: Reader, top: dict[str, Any]) -> CollectorsConfig:
             gpm_pipes=r.boolean(nvml, "collectors.nvml.gpm_pipes", False),
         )
     )
-
-
-def _targets(r: Reader, top: dict[str, Any]) -> tuple[TargetConfig, ...]:
-    out: list[TargetConfig] = []
-    names: set[str] = set()
-    allowed = {"name", "url", "engine", "model", "bearer_token_env", "bearer_token_file",
-               "timeout", "max_response_bytes", "unit", "gpus", *teams.LABEL_KEYS,
-               *LIMIT_KEYS}  # fmt: skip
-    items = r.array(top, "targets")
-    if len(items) > MAX_TARGETS:
-        r.problem("targets", f"at most {MAX_TARGETS} targets per host, got {len(items)}")
-        return ()
-    for i, item in enumerate(items):
-        path = f"targets[{i}]"
-        t = r.table(item, path, allowed)
-        name = r.optional_string(t, f"{path}.name")
-        url = r.http_url(t, f"{path}.url")
-        engine = r.string(t, f"{path}.engine", "auto")
-        if name is None:
-            r.problem(f"{path}.name", "missing (every target needs a unique name)")
-        elif name in names:
-            r.problem(f"{path}.name", f"duplicate target name {name!r}")
-        elif not name.strip() or printable(name) != name:
-            # The name is the `target` label on /metrics and in every report.
-            r.problem(
-                f"{path}.name", f"expected a name without control characters, got {shown(name)}"
-            )
-        if f"{path}.url" not in t:
-            r.problem(f"{path}.url", "missing (the engine's /metrics URL)")
-        if engine not in ENGINES:
-            r.problem(f"{path}.engine", f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
-        token = r.secret(t, f"{path}.bearer_token")
-        timeout = r.duration(t, f"{path}.timeout", 5.0, maximum=MAX_TIMEOUT)
-        model = r.optional_string(t, f"{path}.model")
-        cap = r.number(
-            t, f"{path}.max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, positive=True,
-            minimum=MIN_RESPONSE_BYTES, maximum=MAX_RESPONSE_BYTES, unit=" bytes",
-        )  # fmt: skip
-        unit = r.optional_string(t, f"{path}.unit")
-        gpus = _gpu_list(r, t, f"{path}.gpus")
-        limits = parse_limits(r, t, path)
-        team, project = (teams.label_value(r, t, f"{path}.{k}") for k in teams.LABEL_KEYS)
-        if name is not None and url is not None:
-            names.add(name)
-            out.append(TargetConfig(name, url, engine, token, timeout, model, int(cap), unit, gpus,
-                                    limits, team, project))  # fmt: skip
-    return tuple(out)
-
-
-def _gpu_list(r: Reader, t: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = t.get(key, [])
-    items = value if isinstance(value, list) else [value]
-    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in items):
-        r.problem(key, f'expected GPU indexes or UUIDs like [0, 1] or ["GPU-..."], got {value!r}')
-        return ()
-    return tuple(str(v) for v in items)
 
 
 def _billing(r: Reader, top: dict[str, Any]) -> tuple[BillingProviderConfig, ...]:

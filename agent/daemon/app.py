@@ -28,7 +28,8 @@ from agent.alerting.inputs import (
 from agent.alerting.local_outbox import LocalOutbox, outbox_path
 from agent.alerting.recent import RecentWindows
 from agent.collect.runner import CollectorRunner, Round
-from agent.config.settings import Config, TargetConfig
+from agent.config.settings import Config
+from agent.config.targets import TargetConfig
 from agent.cost.allocation import Allocator, TargetPlacement
 from agent.cost.billing import BillingJob
 from agent.cost.budget import gather_budget
