@@ -324,9 +324,13 @@ def _database_url_problem(url: str) -> str | None:
 
 def _host(r: Reader, top: dict[str, Any]) -> str:
     # The host is a label on every series and in every report: never empty, never a control.
-    host = r.string(top, "host", socket.gethostname())
+    # $GPUWATCH_HOST wins: a Kubernetes DaemonSet shares one file between nodes and its pods'
+    # hostnames are pod names, new at every restart, so it passes the node's name this way.
+    key, host = "host", r.string(top, "host", socket.gethostname())
+    if "GPUWATCH_HOST" in r.env:
+        key, host = "GPUWATCH_HOST", r.env["GPUWATCH_HOST"]
     if not host.strip() or printable(host) != host:
-        r.problem("host", f"expected a host name without control characters, got {shown(host)}")
+        r.problem(key, f"expected a host name without control characters, got {shown(host)}")
         return socket.gethostname()
     return host
 
