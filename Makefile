@@ -2,8 +2,8 @@
 #   make run    virtualenv, install gpuwatch as users do (`pip install .`: a copy, runtime
 #               dependencies only), run the daemon on the embedded SQLite default
 #   make test   virtualenv, editable install with the test extra, fake NVML library, throwaway
-#               PostgreSQL (and, as root, Debian's prometheus + prometheus-alertmanager), the
-#               whole suite on both databases (but the slow fault loops)
+#               PostgreSQL (and, as root, Debian's prometheus + prometheus-alertmanager and
+#               kubernetes-client), the whole suite on both databases (but the slow fault loops)
 #   make test-faults  the slow fault loops against the real daemon and a PostgreSQL of their
 #               own (kill -9 around forwarding, a real full disk as root); .ci/run runs it
 #   make demo   virtualenv, install gpuwatch as users do with its demo extra (nvml.h for the
@@ -68,8 +68,9 @@ run: $(RUN_STAMP)
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/gpuwatch demo $(DEMO_ARGS)
 
-# Debian's promtool and alertmanager make some tests real, and chromium renders the HTML report
-# headless; installed only when we are root (CI and the dev machines are), otherwise those tests
+# Debian's promtool and alertmanager make some tests real, chromium renders the HTML report
+# headless, and kubernetes-client's kubectl renders the Kubernetes manifests (tests/deploy);
+# installed only when we are root (CI and the dev machines are), otherwise those tests
 # skip with a visible reason.
 prometheus-tools:
 	@if command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then :; \
@@ -84,6 +85,12 @@ prometheus-tools:
 		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 			--no-install-recommends chromium >/dev/null; \
 	fi
+	@if command -v kubectl >/dev/null; then :; \
+	elif [ "$$(id -u)" -eq 0 ]; then \
+		echo "installing Debian's kubernetes-client (kubectl kustomize renders deploy/kubernetes)"; \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends kubernetes-client >/dev/null; \
+	else echo "not root: the Kubernetes manifest tests will be skipped"; fi
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check agent foundation collectors alerts migrations tests bench
