@@ -3,7 +3,8 @@
 One message, top to bottom: a header with the week's dates in the report's timezone; the
 week's spend and its change from the week before, cost per million useful tokens,
 utilization, idle dollars and (when a budget is set) the month so far; cost per million tokens
-per model with a sparkline of its days; p99 TTFT and end-to-end latency per model; the GPUs
+per model with a sparkline of its days; p99 TTFT and end-to-end latency per model; objectives
+and serving efficiency per model (agent.reporting.digest_serving) where known; the GPUs
 that burnt the most money idle; the alerts that fired; and the first of the report's
 recommendations, with its numbers.
 
@@ -18,22 +19,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.cost.breakeven import usd
 from agent.reporting.basis import spend_kind
+from agent.reporting.digest_serving import TITLE as SERVING_TITLE
+from agent.reporting.digest_serving import serving_lines
+from agent.reporting.digest_text import (
+    NAME_LIMIT,
+    percent,
+    percent_change,
+    seconds,
+    sparkline,
+    tokens,
+)
+from agent.reporting.digest_text import fit as _fit
 from agent.reporting.model import ModelRow, Period, Recommendation, Report
 from alerts.duration import format_duration
-from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped, escape
+from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped
 
 HEADER_LIMIT = 150  # a header block's plain_text
 FIELD_LIMIT = 2000  # each of a section's fields
 FIELDS_PER_SECTION = 10
 MAX_LINES = 15  # per list: a digest is read at a glance; `gpuwatch report` has the rest
-NAME_LIMIT = 80  # escaped characters of a model, host, GPU or rule name
-SPARKS = "▁▂▃▄▅▆▇█"
 
 
 def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
@@ -62,6 +72,11 @@ def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
         *(
             [_list_section("Objectives (requests within them)", lines, "models")]
             if (lines := _objective_lines(report))
+            else []
+        ),
+        *(
+            [_list_section(SERVING_TITLE, lines, "models")]
+            if (lines := serving_lines(report, _by_cost(report.models)))
             else []
         ),
         *(
@@ -420,76 +435,9 @@ def _fallback(report: Report, previous: Report | None) -> str:
     return f"GPU weekly digest {week_dates(report.period)}: " + ", ".join(parts)
 
 
-# -- values as text ------------------------------------------------------------------------
-
-
-def sparkline(values: Sequence[Decimal | float | None]) -> str:
-    """One bar per value, scaled from the lowest (▁) to the highest (█), halves rounded up; a
-    gap (None) is a space, and values that are all equal are a flat middle line."""
-    # Decimal, so that a value exactly halfway between two bars rounds the same every time.
-    exact = [None if v is None else Decimal(str(v)) for v in values]
-    known = [v for v in exact if v is not None]
-    if not known:
-        return " " * len(values)
-    low, high = min(known), max(known)
-
-    def bar(value: Decimal | None) -> str:
-        if value is None:
-            return " "
-        if high == low:
-            return SPARKS[3]
-        step = (value - low) / (high - low) * (len(SPARKS) - 1)
-        return SPARKS[int(step.to_integral_value(ROUND_HALF_UP))]
-
-    return "".join(bar(v) for v in exact)
+# -- helpers -------------------------------------------------------------------------------
 
 
 def _days(period: Period) -> list[date]:
     first, last = _first_and_last_day(period)
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
-
-
-def percent_change(current: Decimal, before: Decimal | None) -> str | None:
-    """ "+12.3%" / "-5.0%" from ``before`` to ``current``; None without a base to compare to."""
-    if before is None or before == 0:
-        return None
-    change = ((current - before) / before * 100).quantize(Decimal("0.1"), ROUND_HALF_UP)
-    if change == 0:
-        change = abs(change)  # no "-0.0%"
-    return f"{change:+}%"
-
-
-def percent(ratio: float) -> str:
-    return f"{ratio * 100:.1f}%"
-
-
-def seconds(value: float | None) -> str:
-    """ "850 ms", "1.24 s", "n/a" (no observations)."""
-    if value is None:
-        return "n/a"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:,.2f} s"
-
-
-def tokens(count: float) -> str:
-    """ "1.23B", "456.7M", "12.3k", "950"."""
-    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if count >= size:
-            return f"{count / size:,.{2 if suffix == 'B' else 1}f}{suffix}"
-    return f"{count:.0f}"
-
-
-def _fit(raw: str, limit: int) -> str:
-    """``raw`` escaped for mrkdwn in at most ``limit`` characters, cut with "…" between whole
-    characters so no entity ("&amp;") is split."""
-    text = escape(raw)
-    if len(text) <= limit:
-        return text
-    out: list[str] = []
-    size = 0
-    for char in raw:
-        piece = escape(char)
-        if size + len(piece) > limit - 1:
-            break
-        out.append(piece)
-        size += len(piece)
-    return "".join(out) + "…"
