@@ -32,6 +32,7 @@ from agent.config.digest import DigestConfig, parse_digest
 from agent.config.energy import EnergyConfig, parse_energy
 from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
+from agent.config.kubernetes import KubernetesConfig, parse_kubernetes
 from agent.config.notify import AlertmanagerConfig as AlertmanagerConfig
 from agent.config.notify import NotifyConfig, parse_notify
 from agent.config.notify import SlackConfig as SlackConfig
@@ -159,6 +160,7 @@ class Config:
     fleet: FleetConfig = field(default_factory=FleetConfig)
     spool: SpoolConfig = field(default_factory=SpoolConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
     demo: bool = False  # the database is `gpuwatch demo`'s (a daemon refuses the other kind)
     source: str = "built-in defaults"
 
@@ -251,6 +253,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "fleet",
             "spool",
             "export",
+            "kubernetes",
             "slo",
             "demo",
         },
@@ -276,6 +279,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         fleet=parse_fleet(r, top),
         spool=parse_spool(r, top, database_url),
         export=parse_export(r, top),
+        kubernetes=parse_kubernetes(r, top),
         demo=r.boolean(top, "demo", False),
         source=source,
     )
