@@ -33,10 +33,12 @@ from agent.config.energy import EnergyConfig, parse_energy
 from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
 from agent.config.kubernetes import KubernetesConfig, parse_kubernetes
+from agent.config.listen import parse_listen
 from agent.config.notify import AlertmanagerConfig as AlertmanagerConfig
 from agent.config.notify import NotifyConfig, parse_notify
 from agent.config.notify import SlackConfig as SlackConfig
 from agent.config.notify import WebhookConfig as WebhookConfig
+from agent.config.otlp import OtlpConfig, parse_otlp
 from agent.config.rates import Rate, parse_rates
 from agent.config.reader import Reader, shown
 from agent.config.secret import Secret
@@ -150,6 +152,7 @@ class Config:
     cost: CostConfig = field(default_factory=CostConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
     slos: tuple[SloConfig, ...] = ()  # [[slo]]: latency objectives per model (agent.config.slo)
+    otlp: OtlpConfig = field(default_factory=OtlpConfig)  # the request spans' receiver
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     billing: tuple[BillingProviderConfig, ...] = ()
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -255,6 +258,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "export",
             "kubernetes",
             "slo",
+            "otlp",
             "demo",
         },
     )
@@ -271,6 +275,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         # A CSV of hourly intensity is named relative to the file that names it.
         energy=parse_energy(r, top, Path(source).parent),
         slos=parse_slos(r, top),
+        otlp=parse_otlp(r, top),
         retention=_retention(r, top),
         billing=_billing(r, top),
         notify=parse_notify(r, top),
@@ -369,14 +374,6 @@ def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
             else None
         ),
     )
-
-
-def parse_listen(listen: str) -> tuple[str, int] | None:
-    """'HOST:PORT' (IPv6 as '[::1]:9877') into (host, port), or None when malformed."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    return host.strip("[]"), int(port)
 
 
 def _collectors(r: Reader, top: dict[str, Any]) -> CollectorsConfig:
