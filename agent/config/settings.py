@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from agent.config import teams
+from agent.config import teams, web
 from agent.config.alerts import AlertsConfig, parse_alerts
 from agent.config.budget import BudgetConfig as BudgetConfig
 from agent.config.budget import parse_budget
@@ -88,6 +88,10 @@ class DaemonConfig:
     interval_seconds: float = 10.0
     metrics_listen: str = DEFAULT_LISTEN  # "" disables the endpoint
     database_timeout_seconds: float | None = None  # None: derived from the interval
+    # Where metrics_listen came from, for errors: the key, or $GPUWATCH_METRICS_LISTEN.
+    metrics_listen_key: str = "daemon.metrics_listen"
+    # The exporter-toolkit web config (TLS, basic auth) for /metrics; None: plain HTTP.
+    web_config_file: str | None = None
 
     @property
     def database_timeout(self) -> float:
@@ -267,7 +271,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
         host=_host(r, top),
         database_url=database_url,
         timezone=_timezone(r, top),
-        daemon=_daemon(r, top),
+        daemon=_daemon(r, top, Path(source).parent),
         collectors=_collectors(r, top),
         targets=parse_targets(r, top),
         rates=parse_rates(r, top),
@@ -354,13 +358,16 @@ def _timezone(r: Reader, top: dict[str, Any]) -> str:
     return name
 
 
-def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
-    t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen", "database_timeout"})
-    listen = r.string(t, "daemon.metrics_listen", DEFAULT_LISTEN)
+def _daemon(r: Reader, top: dict[str, Any], base: Path) -> DaemonConfig:
+    t = r.sub(top, "daemon", {"interval_seconds", "metrics_listen", "database_timeout",
+                              "web_config_file"})  # fmt: skip
+    # The environment wins, so a DaemonSet listens on its pod's IP: "$(POD_IP):9877".
+    key = "GPUWATCH_METRICS_LISTEN" if r.env.get("GPUWATCH_METRICS_LISTEN") else None
+    listen = r.env[key] if key else r.string(t, "daemon.metrics_listen", DEFAULT_LISTEN)
+    key = key or "daemon.metrics_listen"
     if listen and parse_listen(listen) is None:
-        r.problem(
-            "daemon.metrics_listen", f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}"
-        )
+        r.problem(key, f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}")
+    web_config = web.check_web_config_file(r, t, "daemon.web_config_file", base)
     interval = r.number(
         t, "daemon.interval_seconds", 10.0, positive=True,
         minimum=MIN_INTERVAL, maximum=MAX_INTERVAL, unit=" s",
@@ -368,6 +375,8 @@ def _daemon(r: Reader, top: dict[str, Any]) -> DaemonConfig:
     return DaemonConfig(
         interval_seconds=interval,
         metrics_listen=listen,
+        metrics_listen_key=key,
+        web_config_file=web_config,
         database_timeout_seconds=(
             r.duration(t, "daemon.database_timeout", 0.0, maximum=MAX_TIMEOUT)
             if "daemon.database_timeout" in t
