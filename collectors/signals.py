@@ -189,6 +189,19 @@ COST_SIGNALS = (
         "Share of a model's requests within its [[slo]] objective over a window, from its"
         " latency histograms (estimate: exact, interpolated or lower_bound).",
     ),
+    _g(
+        "gpuwatch_slo_objective_ratio",
+        "The fraction of a model's requests its [[slo]] objective asks to be within it.",
+    ),
+    _c(
+        "gpuwatch_slo_span_requests_total",
+        "Requests judged from their own OTLP span against their model's [[slo]] objective,"
+        " by result (met: within every threshold; missed).",
+    ),
+    _c(
+        "gpuwatch_slo_span_output_tokens_total",
+        "Output tokens of the requests judged from their OTLP spans, by result (met, missed).",
+    ),
 )
 
 HEALTH_SIGNALS = (
@@ -219,6 +232,11 @@ HEALTH_SIGNALS = (
         "gpuwatch_samples_dropped_total",
         "Samples dropped by a collector because their value cannot be true (NaN, infinite,"
         " a negative count), by reason; the rest of the round is kept.",
+    ),
+    _c(
+        "gpuwatch_otlp_spans_total",
+        "Spans the OTLP receiver took or refused since start, by outcome (counted, unjudged,"
+        " no_objective, not_a_request, refused_rate, dropped_backlog, malformed, ...).",
     ),
     _c(
         "gpuwatch_spool_dropped_rounds_total",

@@ -49,7 +49,7 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         # Everything stored, the minutes not yet rolled up included (agent.cost.provisional).
         with reading(engine, config, (), (start, end)) as (conn, coverage):
             summary = summarize_on(conn, *coverage.window, useful=config.cost.useful_tokens)
-            work, energy, by_model, buckets = cost_work.read(conn, *coverage.window, config)
+            work, energy, by_model, measured = cost_work.read(conn, *coverage.window, config)
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
@@ -60,7 +60,7 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
             if model["name"] in by_model:
                 model.update(cost_work.model_json(by_model[model["name"]]))
             model["slo"] = cost_work.slo_json(
-                model["name"], model["cost_usd"], buckets, config.slos
+                model["name"], model["cost_usd"], measured, config.slos
             )
         print(
             json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from agent.config.slo import SloConfig, objective_for
 from agent.reporting.figures import Figures
 from agent.reporting.ledger_sums import Usage
-from agent.reporting.queries import Wanted, Window, gauges
+from agent.reporting.queries import Gauges, Wanted, Window, gauges
 from agent.reporting.render.fields import energy_record, work_record
 from agent.reporting.render.values import json_value, text
-from agent.reporting.slo_parts import Buckets, model_slo
+from agent.reporting.slo_parts import model_slo
 from agent.reporting.work_parts import energy_figures, work_totals
 
 if TYPE_CHECKING:
@@ -30,9 +30,9 @@ MODEL_KEYS = ("energy_kwh", "joules_per_useful_token", "co2_grams_per_million_to
 
 def read(
     conn: Connection, start: datetime, end: datetime, config: Config
-) -> tuple[Work, Energy, dict[str, Energy], Buckets]:
+) -> tuple[Work, Energy, dict[str, Energy], Gauges]:
     """The window's real work, its energy, each model's share of it, and the latency
-    histograms' increases per model (for the objectives)."""
+    histograms' increases and span counts per model (for the objectives)."""
     rule = config.cost.useful_tokens
     window = Window.read(conn, start, end, EVERYTHING, [start])
     figures = Figures.of(window, EVERYTHING, rule)
@@ -44,8 +44,7 @@ def read(
         model: energy_figures(m.energy, m.co2, m.tokens.useful(rule), config.energy)
         for model, m in figures.model_sums().items()
     }
-    buckets = gauges(conn, window.split, EVERYTHING).buckets
-    return work_totals(usages), energy, models, buckets
+    return work_totals(usages), energy, models, gauges(conn, window.split, EVERYTHING)
 
 
 def as_json(work: Work, energy: Energy) -> dict[str, Any]:
@@ -59,13 +58,14 @@ def model_json(energy: Energy) -> dict[str, Any]:
 
 
 def slo_json(
-    model: str, cost_usd: str | None, buckets: Buckets, slos: Sequence[SloConfig]
+    model: str, cost_usd: str | None, measured: Gauges, slos: Sequence[SloConfig]
 ) -> dict[str, Any] | None:
     """A model's ``slo`` object (null where no objective applies)."""
     slo = objective_for(slos, model)
     if slo is None:
         return None
-    row = model_slo(model, None if cost_usd is None else Decimal(cost_usd), buckets, slo)
+    cost = None if cost_usd is None else Decimal(cost_usd)
+    row = model_slo(model, cost, measured.buckets, slo, measured.spans)
     return {
         "objective": row.objective,
         "thresholds_seconds": slo.thresholds(),
@@ -77,12 +77,15 @@ def slo_json(
         "basis": row.basis,
         "requests": row.requests,
         "good_requests": row.good_requests,
-        "good_tokens": None,  # histograms count requests, not their tokens
-        "missed_cost_usd": None
-        if row.missed_cost_usd is None
-        else str(round(row.missed_cost_usd, 6)),
+        "good_tokens": row.good_tokens,  # spans only: histograms count requests, not tokens
+        "cost_per_million_good_tokens_usd": _usd(row.good_token_cost_per_million_usd),
+        "missed_cost_usd": _usd(row.missed_cost_usd),
         "unmeasured": row.unmeasured,
     }
+
+
+def _usd(amount: Decimal | None) -> str | None:
+    return None if amount is None else str(round(amount, 6))
 
 
 def lines(work: Work, energy: Energy) -> list[str]:

@@ -95,6 +95,7 @@ class CollectorRunner:
             outcomes[c.name] = self._await(c, start, future)
         runs = tuple(self._record(c, now, outcomes[c.name]) for c in self.collectors)
         self._tell_profiled(runs)
+        self._tell_models(runs)
         return Round(ts=now, runs=runs, derived=tuple(self._health(runs, now)))
 
     def remember(self, last_success: Mapping[str, datetime]) -> None:
@@ -168,6 +169,20 @@ class CollectorRunner:
         )
         for collector in takers:
             collector.profiled_elsewhere(profiled)  # type: ignore[attr-defined]
+
+    def _tell_models(self, runs: Sequence[CollectorRun]) -> None:
+        """Hand the models each target reported this round to collectors that take them (the
+        OTLP spans' ``models_scraped``: a span without a model is its target's)."""
+        takers = [c for c in self.collectors if callable(getattr(c, "models_scraped", None))]
+        if not takers:
+            return
+        models = {
+            run.target: frozenset(s.labels["model"] for s in run.samples if s.labels.get("model"))
+            for run in runs
+            if run.target is not None and run.success
+        }
+        for collector in takers:
+            collector.models_scraped(models)  # type: ignore[attr-defined]
 
     def _note_dropped(self, name: str, dropped: Counter[str]) -> None:
         for reason, count in dropped.items():

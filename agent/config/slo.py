@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config.reader import Reader, shown
+from collectors.otlp.objective import spell
 from foundation.printable import printable
 
 ANY_MODEL = "*"
@@ -48,6 +49,12 @@ class SloConfig:
         """The thresholds set, by key ("ttft", "itl", "e2e", "queue"), in seconds."""
         values = (self.ttft_seconds, self.itl_seconds, self.e2e_seconds, self.queue_seconds)
         return {key: v for key, v in zip(THRESHOLD_KEYS, values, strict=True) if v is not None}
+
+    @property
+    def key(self) -> str:
+        """The thresholds spelled ("ttft<=0.5s,e2e<=10s"): the ``objective`` label of the
+        requests judged from their spans by exactly these (collectors.otlp)."""
+        return spell(self.ttft_seconds, self.itl_seconds, self.e2e_seconds, self.queue_seconds)
 
 
 def objective_for(slos: Sequence[SloConfig], model: str) -> SloConfig | None:

@@ -28,6 +28,7 @@ from agent.alerting.inputs import (
 from agent.alerting.local_outbox import LocalOutbox, outbox_path
 from agent.alerting.recent import RecentWindows
 from agent.collect.runner import CollectorRunner, Round
+from agent.collect.spans import span_collector
 from agent.config.settings import Config
 from agent.config.targets import TargetConfig
 from agent.cost.allocation import Allocator, TargetPlacement
@@ -47,6 +48,7 @@ from agent.storage.spool import Spool, SpoolStats
 from agent.storage.store import Store
 from alerts.model import State
 from collectors.base import Collector, Sample
+from collectors.otlp.inbox import SpanInbox
 from collectors.scrape import ScrapeCollector, TargetSpec
 
 log = logging.getLogger(__name__)
@@ -58,8 +60,9 @@ DRAIN_BATCH = 10
 DRAIN_SECONDS = 20.0  # per drain run: a long outage's spool goes in steps, between ticks
 
 
-def build_collectors(config: Config) -> list[Collector]:
-    """The enabled collectors, in the order they run each tick: NVML, then one per target."""
+def build_collectors(config: Config, inbox: SpanInbox | None = None) -> list[Collector]:
+    """The enabled collectors, in the order they run each tick: NVML, then one per target,
+    then the request spans the OTLP receiver put in ``inbox`` (the daemon's; None: none)."""
     collectors: list[Collector] = []
     if config.collectors.nvml.enabled:
         from collectors.nvml import NvmlCollector  # imports pynvml, which needs no GPU to import
@@ -68,6 +71,8 @@ def build_collectors(config: Config) -> list[Collector]:
             NvmlCollector(host=config.host, gpm_pipes=config.collectors.nvml.gpm_pipes)
         )
     collectors.extend(ScrapeCollector(target_spec(t), host=config.host) for t in config.targets)
+    if inbox is not None:
+        collectors.append(span_collector(config, inbox))
     return collectors
 
 
@@ -146,7 +151,12 @@ class App:
         self.failing_since = {n: first for n, (ok, first) in failing.items() if ok is None}
 
     @classmethod
-    def open(cls, config: Config, collectors: list[Collector] | None = None) -> App:
+    def open(
+        cls,
+        config: Config,
+        collectors: list[Collector] | None = None,
+        inbox: SpanInbox | None = None,
+    ) -> App:
         """Open the database (SQLite upgraded, PostgreSQL checked) and build the collectors."""
         engine = open_database(config.database_url, config.daemon.database_timeout)
         try:
@@ -155,7 +165,7 @@ class App:
             engine.dispose()
             raise
         fleet = FleetLink.open(config, engine)  # the fleet's work runs on fleet.engine
-        chosen = build_collectors(config) if collectors is None else collectors
+        chosen = build_collectors(config, inbox) if collectors is None else collectors
         placements = [TargetPlacement(t.name, t.url, t.unit, t.gpus) for t in config.targets]
         receivers = build_receivers(config)
         spool = Spool(config.spool.file(config.database_url, os.environ), config.spool.max_bytes)

@@ -17,27 +17,31 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client import start_http_server
 from prometheus_client.process_collector import ProcessCollector
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.collect.clock import Clock, utc_now
-from agent.config.settings import Config, load_config, parse_listen
+from agent.config.settings import Config, DaemonConfig, load_config, parse_listen
+from agent.config.web import WebConfigError
 from agent.daemon.app import App, brief
 from agent.daemon.exposition import LatestRoundCollector, make_registry
 from agent.daemon.leader import CHECK_SECONDS
 from agent.daemon.malloc import limit_arenas, trim
 from agent.daemon.missed import MissedTicks
+from agent.daemon.otlp_listen import OtlpListeners
 from agent.daemon.outage import OutageLog
 from agent.daemon.sdnotify import SdNotifier
 from agent.daemon.ticker import Ticker
+from agent.daemon.web import WebSettings, serve
 from agent.reporting.digest_job import CHECK_INTERVAL as DIGEST_CHECK
+from collectors.otlp.inbox import SpanInbox
 from foundation.errors import GpuwatchError
 
 log = logging.getLogger(__name__)
@@ -56,29 +60,41 @@ class ListenError(GpuwatchError):
 
 @dataclass
 class MetricsServer:
-    """The /metrics listener; restarted only when the configured address changes."""
+    """The /metrics listener; restarted only when the address or the web config file named
+    changes (the file's contents take effect on the next connection: agent.daemon.web)."""
 
     listen: str
     latest: LatestRoundCollector
+    web_config_file: str | None = None  # the exporter-toolkit's: TLS and basic auth
+    key: str = "daemon.metrics_listen"  # where ``listen`` came from, for errors
     _server: WSGIServer | None = None
     _thread: threading.Thread | None = None
+
+    @classmethod
+    def of(cls, daemon: DaemonConfig, latest: LatestRoundCollector) -> MetricsServer:
+        return cls(daemon.metrics_listen, latest, daemon.web_config_file, daemon.metrics_listen_key)
 
     def start(self) -> None:
         address = parse_listen(self.listen) if self.listen else None
         if address is None:
             return
+        web = WebSettings(Path(self.web_config_file)) if self.web_config_file else None
+        try:
+            tls = web is not None and web.current().config.tls is not None
+        except WebConfigError as exc:  # changed since the config was read: one line, as below
+            raise ListenError(f"daemon.web_config_file: {exc}") from None
         registry = make_registry(self.latest)
         ProcessCollector(registry=registry)  # the daemon's own RSS and CPU, for the guest budget
         try:
-            self._server, self._thread = start_http_server(
-                address[1], addr=address[0], registry=registry
-            )
+            self._server, self._thread = serve(address, registry, web)
         except OSError as exc:  # an expected failure, said in one line: no traceback
             reason = exc.strerror or str(exc)
             raise ListenError(
-                f"daemon.metrics_listen = {self.listen!r}: cannot listen there: {reason}"
+                f"{self.key} = {self.listen!r}: cannot listen there: {reason}"
             ) from None
-        log.info("serving /metrics on http://%s/metrics", self.listen)
+        scheme = "https" if tls else "http"
+        log.info("serving /metrics on %s://%s/metrics%s", scheme, self.listen,
+                 f" (web config {self.web_config_file})" if web else "")  # fmt: skip
 
     @property
     def port(self) -> int | None:
@@ -109,8 +125,9 @@ class Daemon:
 
     def __post_init__(self) -> None:
         limit_arenas()  # before any thread allocates (see agent.daemon.malloc)
-        self.app = App.open(self.config)
-        self.metrics = MetricsServer(self.config.daemon.metrics_listen, self.latest)
+        self.otlp = OtlpListeners.for_config(self.config)  # None: [otlp] off
+        self.app = App.open(self.config, inbox=self._inbox())
+        self.metrics = MetricsServer.of(self.config.daemon, self.latest)
         self.scheduler = BackgroundScheduler(timezone="UTC")
         # Its warning per skipped tick is replaced by MissedTicks' count and rate-limited lines.
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
@@ -226,6 +243,8 @@ class Daemon:
         except ListenError:
             self.app.close()
             raise
+        if self.otlp is not None:
+            self.otlp.apply(self.config)
         self._install_signals()
         interval = self.config.daemon.interval_seconds
         self.lead()  # before the first rollup, so a sole daemon does the fleet work at once
@@ -287,6 +306,8 @@ class Daemon:
         self.ticker.stop()
         self.scheduler.shutdown(wait=True)
         self.metrics.stop()
+        if self.otlp is not None:
+            self.otlp.stop()
         self.app.close()
         log.info("gpuwatch stopped")
         return 0
@@ -296,7 +317,8 @@ class Daemon:
         self.notifier.reloading()
         try:
             new = load_config(self.config_path)
-            new_app = App.open(new)
+            self._keep_otlp(new)
+            new_app = App.open(new, inbox=self._inbox())
         except Exception as exc:  # a bad file, a database gone: the running config stays
             log.error("reload failed, keeping the previous configuration: %s", exc)
             self.notifier.ready()
@@ -306,31 +328,45 @@ class Daemon:
         old_app.close()  # gives the fleet lead away; the new App asks for it again now
         new_app.spool.refresh()  # the old App may have spooled rounds since the new one opened
         self.lead()
-        self._apply_listen(new.daemon.metrics_listen)
+        self._apply_listen(new.daemon)
+        if self.otlp is not None:
+            self.otlp.apply(new)
         self._apply_interval(new.daemon.interval_seconds)
         log.info("configuration reloaded from %s", new.source)
         self.notifier.ready()
         return True
 
-    def _apply_listen(self, listen: str) -> None:
+    def _apply_listen(self, daemon: DaemonConfig) -> None:
         """Move /metrics; when the new address cannot be had, keep the old one and say so
         (a crash here would make systemd restart the daemon into the same failure)."""
-        if listen == self.metrics.listen:
-            return
         old = self.metrics
+        if (daemon.metrics_listen, daemon.web_config_file) == (old.listen, old.web_config_file):
+            return
         old.stop()  # first: the new address may be the same port on another interface
-        new = MetricsServer(listen, self.latest)
+        new = MetricsServer.of(daemon, self.latest)
         try:
             new.start()
         except ListenError as exc:
             log.error("reload: %s; /metrics stays on %s", exc, old.listen or "(disabled)")
-            self.metrics = MetricsServer(old.listen, self.latest)
+            self.metrics = replace(old, _server=None, _thread=None)
             try:
                 self.metrics.start()
             except ListenError as again:  # taken in the moment it was free: say it, keep going
                 log.error("reload: %s; /metrics is off until the next reload", again)
             return
         self.metrics = new
+
+    def _inbox(self) -> SpanInbox | None:
+        return None if self.otlp is None else self.otlp.inbox
+
+    def _keep_otlp(self, new: Config) -> None:
+        """The listeners for a reloaded configuration: kept (with their inbox) while [otlp] is
+        on, started when it comes on, stopped when it goes off."""
+        if not new.otlp.enabled and self.otlp is not None:
+            self.otlp.stop()
+            self.otlp = None
+        elif new.otlp.enabled and self.otlp is None:
+            self.otlp = OtlpListeners.for_config(new)
 
     def _apply_interval(self, interval: float) -> None:
         self.ticker.interval = interval  # from the next tick on

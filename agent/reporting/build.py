@@ -98,7 +98,7 @@ def build_report(
         model_rows(figures, earlier, measured, config.energy), figures, moved, names,
         config.cost.mfu_target,
     )  # fmt: skip
-    models_rows = with_slos(models_rows, measured.buckets, config.slos)
+    models_rows = with_slos(models_rows, measured.buckets, config.slos, measured.spans)
     models_rows = with_serving(models_rows, served)
     teams, projects = group_rows(figures, config)
     return Report(

@@ -140,11 +140,15 @@ class SloRow:
     upper: float | None
     exact: bool
     met: bool | None
-    basis: str  # "histograms"
+    basis: str  # "spans" (each request judged on its own: exact) or "histograms"
     requests: float
     good_requests: float | None
     missed_cost_usd: Decimal | None  # the model's cost by the share of requests that missed
     unmeasured: str | None = None  # thresholds no histogram measures ("itl, queue")
+    # Spans only (histograms count requests, not their tokens): the output tokens delivered
+    # within the objective, and the model's cost per million of them (goodput's price).
+    good_tokens: float | None = None
+    good_token_cost_per_million_usd: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -50,6 +50,7 @@ from sqlalchemy.dialects import postgresql
 
 from agent.cost.billing import billed
 from agent.cost.latency import latency_buckets
+from agent.cost.slo_spans import Counts, span_counts
 from agent.cost.split import DAY, HOUR, Split, among, series_ranges
 from agent.cost.summarize import (
     TOKEN_METRICS,
@@ -371,6 +372,7 @@ class Gauges:
     buckets: Mapping[tuple[str, str], Mapping[float, float]]  # (model, "ttft"|"e2e") -> le -> n
     vram_peak: Mapping[GpuKey, float]
     vram_total: Mapping[GpuKey, float]
+    spans: Counts = field(default_factory=dict)  # requests judged from their OTLP spans
 
 
 def gauges(conn: Connection, split: Split, wanted: Wanted) -> Gauges:
@@ -384,7 +386,8 @@ def gauges(conn: Connection, split: Split, wanted: Wanted) -> Gauges:
         into = peak if s.metric == MEMORY_USED else total
         if highest is not None:
             into[key] = max(into.get(key, highest), highest)
-    return Gauges(_latency_buckets(conn, split, wanted), peak, total)
+    spans = span_counts(conn, split, wanted.hosts, wanted.model)
+    return Gauges(_latency_buckets(conn, split, wanted), peak, total, spans)
 
 
 def _latency_buckets(

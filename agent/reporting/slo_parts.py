@@ -1,9 +1,11 @@
-"""Per model: how many requests met its latency objective (``[[slo]]``), from the engine's
-histograms, and what the requests that missed it cost.
+"""Per model: how many requests met its latency objective (``[[slo]]``), and what the requests
+that missed it cost.
 
-Basis "histograms" (agent.cost.slo_measure): exact at a bucket bound, interpolated with its
-bounds elsewhere, several thresholds bounded, never multiplied. The cost of missed requests is
-the model's cost by request share, where the attainment is a point figure.
+Basis "spans" where the window has requests judged from their own OTLP spans (exact, with the
+output tokens delivered within the objective and their cost per million), else "histograms"
+(agent.cost.slo_measure): exact at a bucket bound, interpolated with its bounds elsewhere,
+several thresholds bounded, never multiplied. The cost of missed requests is the model's cost
+by request share, where the attainment is a point figure.
 """
 
 from __future__ import annotations
@@ -14,19 +16,24 @@ from decimal import Decimal
 
 from agent.config.slo import SloConfig, objective_for
 from agent.cost.slo_math import met
-from agent.cost.slo_measure import Buckets, measure
+from agent.cost.slo_measure import Buckets, Measured, measure
+from agent.cost.slo_spans import Counts
 from agent.reporting.model import ModelRow, SloRow
 
+MILLION = Decimal(1_000_000)
 
-def model_slo(model: str, cost: Decimal | None, buckets: Buckets, slo: SloConfig) -> SloRow:
-    """The model's attainment of ``slo`` over the window's bucket increases."""
-    found = measure(model, buckets, slo)
+
+def model_slo(
+    model: str, cost: Decimal | None, buckets: Buckets, slo: SloConfig, spans: Counts | None = None
+) -> SloRow:
+    """The model's attainment of ``slo`` over the window's spans or bucket increases."""
+    found = measure(model, buckets, slo, spans)
     result, unmeasured = found.result, ", ".join(found.unmeasured) or None
     thresholds = _spell(slo.thresholds())
     if result is None:
         return SloRow(
             objective=slo.objective, thresholds=thresholds, attainment=None, lower=None,
-            upper=None, exact=False, met=None, basis="histograms", requests=0.0,
+            upper=None, exact=False, met=None, basis=found.basis, requests=0.0,
             good_requests=None, missed_cost_usd=None, unmeasured=unmeasured,
         )  # fmt: skip
     value = result.value
@@ -38,16 +45,21 @@ def model_slo(model: str, cost: Decimal | None, buckets: Buckets, slo: SloConfig
         upper=result.upper,
         exact=result.exact,
         met=met(result, slo.objective),
-        basis="histograms",
+        basis=found.basis,
         requests=found.requests,
         good_requests=None if value is None else value * found.requests,
         missed_cost_usd=None if value is None or cost is None else _share(cost, 1 - value),
         unmeasured=unmeasured,
+        good_tokens=found.good_tokens,
+        good_token_cost_per_million_usd=_per_million_good(cost, found),
     )
 
 
 def with_slos(
-    rows: Sequence[ModelRow], buckets: Buckets, slos: Sequence[SloConfig]
+    rows: Sequence[ModelRow],
+    buckets: Buckets,
+    slos: Sequence[SloConfig],
+    spans: Counts | None = None,
 ) -> tuple[ModelRow, ...]:
     """The model rows with their objective's figures (None where no objective applies)."""
     out = []
@@ -55,9 +67,19 @@ def with_slos(
         slo = objective_for(slos, row.model)
         cost = None if row.cost_unknown_reason else row.cost_usd
         out.append(
-            row if slo is None else replace(row, slo=model_slo(row.model, cost, buckets, slo))
+            row
+            if slo is None
+            else replace(row, slo=model_slo(row.model, cost, buckets, slo, spans))
         )
     return tuple(out)
+
+
+def _per_million_good(cost: Decimal | None, found: Measured) -> Decimal | None:
+    """The model's whole cost over the tokens delivered within the objective: what each
+    million good tokens really cost once the late ones are paid for too."""
+    if cost is None or not found.good_tokens:
+        return None
+    return cost * MILLION / Decimal(repr(found.good_tokens))
 
 
 def _spell(thresholds: Mapping[str, float]) -> str:

@@ -30,6 +30,10 @@ ESTIMATED_WRITE_BYTES = "gpuwatch_engine_estimated_write_bytes_total"
 # Speculative decoding (vLLM with a draft method): the report's acceptance rate per model.
 SPEC_DECODE_DRAFT_TOKENS = "gpuwatch_engine_spec_decode_draft_tokens_total"
 SPEC_DECODE_ACCEPTED_TOKENS = "gpuwatch_engine_spec_decode_accepted_tokens_total"
+# Requests and their output tokens judged from their own OTLP spans against the model's
+# objective (collectors.otlp): the objectives' exact basis, one row per series per minute.
+SLO_SPAN_REQUESTS = "gpuwatch_slo_span_requests_total"
+SLO_SPAN_OUTPUT_TOKENS = "gpuwatch_slo_span_output_tokens_total"
 # Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
 MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
 MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
@@ -64,6 +68,8 @@ SERIES_ROLLUPS = frozenset(
         ESTIMATED_WRITE_BYTES,
         SPEC_DECODE_DRAFT_TOKENS,
         SPEC_DECODE_ACCEPTED_TOKENS,
+        SLO_SPAN_REQUESTS,
+        SLO_SPAN_OUTPUT_TOKENS,
         MEMORY_USED,
         MEMORY_TOTAL,
         KV_CACHE_USAGE,

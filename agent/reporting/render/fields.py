@@ -217,6 +217,10 @@ def slo_record(s: SloRow | None) -> Record:
         "slo_basis": Cell(Kind.TEXT, None if s is None else s.basis, NO_SLO),
         "slo_good_requests": Cell(Kind.COUNT, None if s is None else s.good_requests),
         "slo_missed_cost_usd": Cell(Kind.USD, None if s is None else s.missed_cost_usd),
+        "slo_good_tokens": Cell(Kind.COUNT, None if s is None else s.good_tokens),
+        "slo_good_token_cost_per_million_usd": Cell(
+            Kind.USD_PER_M, None if s is None else s.good_token_cost_per_million_usd
+        ),
     }
 
 

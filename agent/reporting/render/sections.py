@@ -7,76 +7,21 @@ columns that fit a 100-column terminal; JSON has every field (see :mod:`.fields`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from enum import Enum
-from typing import TypeVar
-
 from agent.reporting.basis import spend_note
 from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.fields import Record
-from agent.reporting.render.serving_fields import SERVING_NOTE
+from agent.reporting.render.grid import PAIR_COLUMNS as PAIR_COLUMNS
+from agent.reporting.render.grid import Column as Column
+from agent.reporting.render.grid import Layout as Layout
+from agent.reporting.render.grid import Section as Section
+from agent.reporting.render.grid import each as _each
+from agent.reporting.render.grid import grid as _grid
+from agent.reporting.render.grid import pairs as _pairs
+from agent.reporting.render.grid import text_column as _text
+from agent.reporting.render.model_sections import objectives_sections as _objectives
+from agent.reporting.render.model_sections import serving_section as _serving
 from agent.reporting.render.values import Cell, Kind
-
-T = TypeVar("T")
-
-
-class Layout(Enum):
-    GRID = "grid"  # a table with a header row
-    PAIRS = "pairs"  # figure / value lines (the summary, the budget)
-    NOTES = "notes"  # numbered paragraphs for people (recommendations); a grid in CSV
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    key: str
-    label: str
-    numeric: bool = True  # right-aligned
-    shrink: bool = False  # the terminal table may cut this text column short to fit
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    key: str  # "# key" in CSV, the id of the HTML table
-    title: str
-    columns: tuple[Column, ...]
-    rows: tuple[tuple[Cell, ...], ...]
-    empty: str = "none in this period"
-    layout: Layout = Layout.GRID
-    note: str = ""  # one line under the heading
-    daily: bool = False  # a daily series: in CSV and HTML only (table and markdown summarise)
-
-
-def _text(key: str, label: str, shrink: bool = True) -> Column:
-    return Column(key, label, numeric=False, shrink=shrink)
-
-
-def _grid(
-    key: str,
-    title: str,
-    columns: Sequence[Column],
-    records: Iterable[Record],
-    *,
-    note: str = "",
-    layout: Layout = Layout.GRID,
-    empty: str = "none in this period",
-    daily: bool = False,
-) -> Section:
-    rows = tuple(tuple(record[c.key] for c in columns) for record in records)
-    return Section(key, title, tuple(columns), rows, empty, layout, note, daily)
-
-
-PAIR_COLUMNS = (_text("figure", "figure", shrink=False), Column("value", "value"))
-
-
-def _pairs(key: str, title: str, record: Record, labels: dict[str, str], note: str = "") -> Section:
-    rows = tuple((Cell(Kind.LABEL, (k, labels[k])), record[k]) for k in labels)
-    return Section(key, title, PAIR_COLUMNS, rows, layout=Layout.PAIRS, note=note)
-
-
-def _each(items: Iterable[T], make: Callable[[T], Record]) -> list[Record]:
-    return [make(item) for item in items]
 
 
 def meta_section(report: Report) -> Section:
@@ -355,45 +300,6 @@ def _efficiency(report: Report) -> Section:
     note = "MFU/MBU: the engine's FLOPs and bytes estimates over the GPU's peak; MFU gap: "
     note += f"what an MFU of {target:.0%} would have saved" if target else "set cost.mfu_target"
     return _grid("efficiency", "Model efficiency and energy", columns, records, note=note)
-
-
-def _objectives(report: Report) -> list[Section]:
-    """Per model with an objective ([[slo]]): the share of requests within it; none: no
-    section (most setups state none)."""
-    rows = [m for m in report.models if m.slo is not None]
-    if not rows:
-        return []
-    columns = (
-        _text("model", "model"),
-        _text("slo_thresholds", "within"),
-        Column("slo_objective_ratio", "objective"),
-        Column("slo_attainment_ratio", "attained"),
-        Column("slo_attainment_lower_ratio", "at least"),
-        Column("slo_attainment_upper_ratio", "at most"),
-        _text("slo_met", "met", False),
-        Column("slo_missed_cost_usd", "missed $"),
-    )
-    note = (
-        "from the engines' histograms: exact at a bucket bound, else interpolated between the "
-        "bounds shown; several thresholds are bounded, not multiplied; missed $: the cost of "
-        "the requests that missed, by request share"
-    )
-    return [_grid("objectives", "Objectives", columns, _each(rows, fields.model_record), note=note)]
-
-
-def _serving(report: Report) -> Section:
-    """Per model: prefix-cache hits and their dollars, spec-decode acceptance, KV and queue."""
-    columns = (
-        _text("model", "model"),
-        Column("prefix_cache_hit_ratio", "cache hits"),
-        Column("cached_prompt_tokens", "cached tokens"),
-        Column("cache_saved_usd", "cache saved"),
-        Column("spec_decode_acceptance_ratio", "spec accept"),
-        Column("kv_cache_peak_ratio", "KV peak"),
-        Column("requests_waiting_peak", "max queue"),
-    )
-    records = _each(report.models, fields.model_record)
-    return _grid("serving", "Serving efficiency", columns, records, note=SERVING_NOTE)
 
 
 def _top_waste(report: Report) -> Section:
