@@ -62,6 +62,17 @@ GPU_SIGNALS = (
         "gpuwatch_gpu_process_utilization_ratio",
         "SM utilization of one process since the previous tick (0-1), where NVML gives it.",
     ),
+    # Kubernetes (collectors.kubelet): the kubelet's record of which container holds a device.
+    _g(
+        "gpuwatch_gpu_pod_info",
+        "1 per container the kubelet gave a GPU (gpu_uuid) or MIG instance (mig_instance);"
+        " namespace, pod, container and resource as labels (several on a time-sliced GPU).",
+    ),
+    _g(
+        "gpuwatch_gpu_allocatable_info",
+        "1 per GPU (gpu_uuid) or MIG instance (mig_instance) the kubelet can give to pods;"
+        " resource as a label.",
+    ),
     _c(
         "gpuwatch_gpu_remapped_rows_total",
         "Memory rows remapped over the GPU's life, by cause (correctable, uncorrectable).",
