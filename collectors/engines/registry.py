@@ -1,7 +1,10 @@
 """Which engine a /metrics body is, and which families any engine's mapper reads.
 
 ``ENGINES`` lists the engine modules in detection order; each has ``detect(exposition) -> bool``
-and ``map_samples(exposition, context) -> list[Sample]``.
+and ``map_samples(exposition, context) -> list[Sample]``. The order settles bodies with two
+engines' families: Dynamo's frontend first (it sees every request, whatever serves them);
+vLLM before Triton (Triton's vLLM backend prints ``vllm:`` families beside ``nv_inference_*``,
+and vLLM's count tokens); NIM last, its names having no prefix to tell them by.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from collectors.base import Sample
-from collectors.engines import dcgm, llamacpp, sglang, tgi, vllm
+from collectors.engines import dcgm, dynamo, llamacpp, lmdeploy, nim, sglang, tgi, triton, vllm
 from collectors.engines.exposition import Exposition
 from collectors.engines.rules import Context
 
@@ -22,9 +25,8 @@ class Engine:
     map_samples: Callable[[Exposition, Context], list[Sample]]
 
 
-ENGINES: dict[str, Engine] = {
-    m.NAME: Engine(m.NAME, m.detect, m.map_samples) for m in (vllm, sglang, tgi, llamacpp, dcgm)
-}
+MODULES = (dynamo, vllm, sglang, tgi, llamacpp, lmdeploy, triton, dcgm, nim)
+ENGINES: dict[str, Engine] = {m.NAME: Engine(m.NAME, m.detect, m.map_samples) for m in MODULES}
 
 
 def _read_families() -> frozenset[str]:
@@ -34,7 +36,7 @@ def _read_families() -> frozenset[str]:
     block without a TYPE line are families of their own names (``x_bucket``, ``x_count``)."""
     out: set[str] = set()
     suffixes = ("_total", "_bucket", "_count", "_sum")
-    for name in (n for m in (vllm, sglang, tgi, llamacpp, dcgm) for n in m.READS):
+    for name in (n for m in MODULES for n in m.READS):
         base = name
         for suffix in suffixes:
             base = base.removesuffix(suffix)

@@ -64,6 +64,10 @@ class Histogram:
     canonical: str
     sources: tuple[str, ...]  # family base names (without _bucket)
     where: Mapping[str, str] = field(default_factory=dict)
+    # The engine's unit per canonical unit, e.g. 1000 for a histogram in milliseconds (Triton):
+    # each ``le`` and the ``_sum`` are divided by it, counts are not. Dividing (not multiplying
+    # by 0.001) keeps le="100" exactly 0.1.
+    divide_by: float = 1.0
 
 
 ModelOf = Callable[[Mapping[str, str]], str]
@@ -172,11 +176,12 @@ class Mapper:
             if les is None:  # children disagree on buckets: refuse rather than mix them
                 continue
             for le, count in sorted(les.items()):
-                self.emit(rule.canonical + "_bucket", count, model, {"le": floatToGoString(le)})
+                bound = floatToGoString(le / rule.divide_by)
+                self.emit(rule.canonical + "_bucket", count, model, {"le": bound})
             if model in counts:
                 self.emit(rule.canonical + "_count", sum(counts[model]), model)
             if model in sums:
-                self.emit(rule.canonical + "_sum", sum(sums[model]), model)
+                self.emit(rule.canonical + "_sum", sum(sums[model]) / rule.divide_by, model)
             if (model, "") in created:
                 self.emit(rule.canonical + "_created", created[(model, "")], model)
 
