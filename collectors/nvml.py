@@ -30,7 +30,8 @@ from typing import Any
 from collectors import nvml_faults as faults
 from collectors.base import CollectError, Sample
 from collectors.nvml_gpm import GpmReader
-from collectors.nvml_process_util import ProcessUtilization
+from collectors.nvml_process_util import PodLookup, ProcessLabels, ProcessUtilization
+from collectors.nvml_process_util import merge_processes as _merge_processes
 from collectors.proc import UnitCache
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ class NvmlCollector:
 
     def __init__(  # gpm_pipes: GPM's FP16/32/64 pipe gauges too (collectors.nvml_gpm)
         self, *, host: str, nvml: ModuleType | None = None, proc_root: Path = Path("/proc"),
-        gpm_pipes: bool = False,
+        gpm_pipes: bool = False, pods: PodLookup | None = None,
     ) -> None:  # fmt: skip
         self._host = host
         self._module = nvml
@@ -226,6 +227,7 @@ class NvmlCollector:
         self._session: _Session | None = None
         self._reenumerate = False  # a device failed last round
         self._units = UnitCache(proc_root)
+        self._labels = ProcessLabels(self._units, pods)  # pods: Kubernetes (collectors.kubelet)
         self._failing: set[int] = set()  # indexes of GPUs failing, to log changes only
         self._xids = faults.XidWatch()
         self._process_util = ProcessUtilization()
@@ -376,10 +378,9 @@ class NvmlCollector:
         if mig_on:  # processes per instance: the parent's list needs root and repeats them
             self._read_mig(nvml, gpu, out, pids)
         else:  # NVML gives no per-process utilization under MIG
-            running = self._read_processes(nvml, h, out, pids)
+            running = self._read_processes(nvml, h, gpu.uuid, out, pids)
             for pid, ratio in self._process_util.read(nvml, gpu.uuid, h, running).items():
-                unit = {"pid": str(pid), "unit": self._units.lookup(pid)}
-                out.add("gpuwatch_gpu_process_utilization_ratio", ratio, unit)
+                out.add("gpuwatch_gpu_process_utilization_ratio", ratio, running[pid])
         return out.samples
 
     def _read_device(self, nvml: _Nvml, h: Any, out: _Samples) -> None:
@@ -429,20 +430,23 @@ class NvmlCollector:
                     continue
                 instance = out.child({"mig_instance": uuid})
                 self._read_memory(nvml, mig, instance)
-                self._read_processes(nvml, mig, instance, pids)
+                self._read_processes(nvml, mig, uuid, instance, pids)
                 self._gpm.read_mig(nvml, gpu.uuid, h, uuid, mig, instance.add)
             except _DeviceFailed as exc:  # destroyed meanwhile: drop this instance only
                 log.debug("MIG device %d skipped: %s", slot, exc)
                 continue
             out.samples.extend(instance.samples)
 
-    def _read_processes(self, nvml: _Nvml, h: Any, out: _Samples, pids: set[int]) -> set[int]:
+    def _read_processes(
+        self, nvml: _Nvml, h: Any, device: str, out: _Samples, pids: set[int]
+    ) -> dict[int, dict[str, str]]:
+        """The device's processes' memory; returns their labels (``device``: its UUID)."""
         listed = _merge_processes(nvml.query_first(_COMPUTE, h), nvml.query_first(_GRAPHICS, h))
+        pids.update(listed)
+        labels = self._labels.of(device, listed)
         for pid, used in listed.items():
-            pids.add(pid)
-            unit = self._units.lookup(pid)
-            out.add("gpuwatch_gpu_process_memory_bytes", used, {"pid": str(pid), "unit": unit})
-        return set(listed)
+            out.add("gpuwatch_gpu_process_memory_bytes", used, labels[pid])
+        return labels
 
     def _log_failures(self, failures: Mapping[int, str]) -> None:
         """Warn when a GPU starts failing and note when it recovers; silence in between."""
@@ -482,18 +486,3 @@ def _text(value: str | bytes | None) -> str:
 def _from_milli(value: float | None) -> float | None:
     """mW -> W, mJ -> J. Dividing (not multiplying by 1e-3) keeps 65000 mW exactly 65.0."""
     return None if value is None else value / 1000
-
-
-def _merge_processes(*lists: Iterable[Any] | None) -> dict[int, int]:
-    """PID -> used bytes over NVML's compute and graphics lists.
-
-    A process doing both appears in both with its whole usage, so the larger value is kept
-    rather than the sum. usedGpuMemory None (not available) is omitted, not zeroed.
-    """
-    merged: dict[int, int] = {}
-    for procs in lists:
-        for proc in procs or ():
-            used = proc.usedGpuMemory
-            if used is not None:
-                merged[proc.pid] = max(used, merged.get(proc.pid, 0))
-    return merged
