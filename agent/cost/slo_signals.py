@@ -6,6 +6,11 @@ and 30d, from the latency histograms' rollups (agent.cost.slo_measure).
 ``interpolated`` (inside a bucket), or ``lower_bound`` (several thresholds, or one no histogram
 measures: the share meeting all of them is only bounded, and the gauge shows the worst case).
 A model with no observations in a window has no sample there: unknown, not 0.
+
+``gpuwatch_slo_objective_ratio{model}``: the objective itself (``[[slo]]``'s ``objective``) for
+each model the attainment was read for, so a dashboard can draw it beside the attainment and
+divide a bad fraction by the error budget (1 - objective) as the burn-rate alerts do. It is
+configuration, known whether or not a window had observations.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from agent.cost.split import Split
 from collectors.base import Sample
 
 METRIC = "gpuwatch_slo_attainment_ratio"
+OBJECTIVE = "gpuwatch_slo_objective_ratio"
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
            "30d": timedelta(days=30)}  # fmt: skip
 
@@ -31,12 +37,15 @@ def attainment_samples(engine: Engine, config: Config, now: datetime) -> list[Sa
         return []
     end = now.replace(second=0, microsecond=0)
     out: list[Sample] = []
+    objectives: dict[str, float] = {}
     with engine.connect() as conn:
         for name, length in WINDOWS.items():
             split = Split.read(conn, end - length, end)
             buckets = latency_buckets(conn, split, (config.host,))
             for model in sorted({m for m, _ in buckets}):
                 slo = objective_for(config.slos, model)
+                if slo is not None:
+                    objectives[model] = slo.objective
                 result = None if slo is None else measure(model, buckets, slo).result
                 if result is None:
                     continue
@@ -45,6 +54,9 @@ def attainment_samples(engine: Engine, config: Config, now: datetime) -> list[Sa
                 labels = {"host": config.host, "model": model, "window": name,
                           "basis": "histograms", "estimate": estimate}  # fmt: skip
                 out.append(Sample(metric=METRIC, value=value, labels=labels, ts=now))
+    for model, objective in sorted(objectives.items()):
+        labels = {"host": config.host, "model": model}
+        out.append(Sample(metric=OBJECTIVE, value=objective, labels=labels, ts=now))
     return out
 
 
