@@ -131,6 +131,11 @@ def render(
         "pue = 1.3",
         "grams_co2_per_kwh = 350",
         "usd_per_kwh = 0.15",
+        "",
+        "[[slo]]  # every model: the first token within a second for 99 % of requests",
+        'model = "*"',
+        'ttft = "1s"',
+        "objective = 0.99",
     ]
     for target in host.targets:
         gpus = ", ".join(f'"{i}"' for i in target.gpus)
