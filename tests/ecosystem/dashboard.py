@@ -55,6 +55,20 @@ def variables(dashboard: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {v["name"]: v for v in dashboard["templating"]["list"]}
 
 
+def chosen(dashboard: Mapping[str, Any]) -> dict[str, str]:
+    """The custom and textbox variables at their defaults (what the dashboard opens with)."""
+    return {
+        name: str(v["current"]["value"])
+        for name, v in variables(dashboard).items()
+        if v["type"] in ("custom", "textbox")
+    }
+
+
+def choices(dashboard: Mapping[str, Any], name: str) -> list[str]:
+    """Every value a custom variable offers."""
+    return [str(o["value"]) for o in variables(dashboard)[name]["options"]]
+
+
 def label_values_query(variable: Mapping[str, Any]) -> tuple[str, str]:
     """(label, match) of a ``label_values(match, label)`` variable."""
     query = variable["query"]

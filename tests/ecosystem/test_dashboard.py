@@ -8,6 +8,7 @@ start, Prometheus' first scrapes); the dashboard's own structure is checked with
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,9 +18,14 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.cost.slo_math import WORKBOOK_WINDOWS
+from agent.cost.slo_signals import WINDOWS as SLO_WINDOWS
+from alerts.duration import format_duration
 from alerts.rules import DEFAULT_RULES
+from collectors.signals import signal_of
 from tests.ecosystem import dashboard as dash
 from tests.ecosystem.live_daemon import LiveDaemon, live_daemon
 from tests.ecosystem.prometheus import Prometheus, finite, prometheus_binary, running_prometheus
@@ -102,6 +108,123 @@ def test_idle_and_activity_panels_prefer_sm_activity_and_name_their_basis() -> N
     ]
 
 
+def test_every_series_a_panel_names_is_one_gpuwatch_exports() -> None:
+    """Each gpuwatch_* name in a query (or a variable's) is a declared signal (a histogram's
+    _bucket/_count/_sum included) or a recording rule of the contrib rules file: a typo or a
+    series gpuwatch never exports would draw an empty panel, not fail."""
+    board = dash.load()
+    records = {r["record"] for g in yaml.safe_load(dash.RULES.read_text())["groups"]
+               for r in g["rules"] if "record" in r}  # fmt: skip
+    texts = [q.expr for q in dash.queries(board)]
+    texts += [v["definition"] for v in dash.variables(board).values() if "definition" in v]
+    named: set[str] = set()
+    for text in texts:
+        for histogram in dash.choices(board, "slo_histogram"):
+            unquoted = re.sub(r'"[^"]*"', '""', text.replace("${slo_histogram}", histogram))
+            named |= {n for n in re.findall(r"[A-Za-z_:][\w:]*", unquoted) if "gpuwatch_" in n}
+    unknown = sorted(n for n in named if signal_of(n) is None and n not in records)
+    assert unknown == []
+    for needed in ("gpuwatch_slo_attainment_ratio", "gpuwatch_slo_objective_ratio",
+                   "gpuwatch_engine_prompt_tokens_computed_total",
+                   "gpuwatch_engine_ttft_seconds_bucket",
+                   "gpuwatch_engine_queue_time_seconds_bucket"):  # fmt: skip
+        assert needed in named, needed
+
+
+def test_the_objectives_row_draws_attainment_its_objective_and_the_page_burn_rates() -> None:
+    board = dash.load()
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert rows.index("Objectives") == rows.index("Latency") + 1
+    by_title = {p["title"]: p for p in dash.panels(board)}
+    trend = by_title["Requests within the objective by model ($slo_window window)"]
+    attained, objective = trend["targets"]
+    assert attained["expr"] == (
+        'gpuwatch_slo_attainment_ratio{host=~"$host", model=~"$model", window="$slo_window"}'
+    )
+    assert "{{estimate}}" in attained["legendFormat"]  # exact, interpolated or lower bound
+    assert objective["expr"] == 'gpuwatch_slo_objective_ratio{host=~"$host", model=~"$model"}'
+    (dashed,) = trend["fieldConfig"]["overrides"]
+    assert dashed["matcher"] == {"id": "byFrameRefID", "options": "B"}
+    assert {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}} in dashed[
+        "properties"
+    ]
+    # The windows gpuwatch computes the attainment over, and no other.
+    assert dash.choices(board, "slo_window") == list(SLO_WINDOWS)
+    table = by_title["Requests within the objective, every window (now)"]
+    assert (
+        table["targets"][0]["instant"]
+        and "gpuwatch_slo_attainment_ratio" in (table["targets"][0]["expr"])
+    )
+    # The page pairs' windows, each over the error budget; their factors drawn as thresholds.
+    [burn] = [p for t, p in by_title.items() if t.startswith("Error-budget burn rate")]
+    pages = [w for w in WORKBOOK_WINDOWS if w.severity == "page"]
+    windows = [format_duration(s) for w in pages for s in (w.long_seconds, w.short_seconds)]
+    assert [re.findall(r"\[(\w+)\]", t["expr"]) for t in burn["targets"]] == [
+        [w, w] for w in windows
+    ]
+    for target in burn["targets"]:
+        assert target["expr"].endswith(
+            ' / on (host, model) (1 - gpuwatch_slo_objective_ratio{host=~"$host", model=~"$model"})'
+        )
+    steps = burn["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps[1:]] == sorted(w.factor for w in pages)
+
+
+def test_the_burn_rate_panel_is_the_rules_file_s_bad_fraction_over_the_budget(
+    tmp_path: Path,
+) -> None:
+    """On the rules file's example objective (llama-8b, e2e <= 1 s for 99 %) and one set of
+    series, promtool evaluates the panel's four queries and the rules' recorded bad fractions:
+    20 % of requests slow is a burn of 20 in every window, both ways."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (`make test` installs Debian's prometheus as root)")
+    board = dash.load()
+    [burn] = [p for p in dash.panels(board) if p["title"].startswith("Error-budget burn rate")]
+    values = dash.chosen(board) | {"host": ".*", "model": "llama-8b"}
+    assert values["slo_histogram"] == "gpuwatch_engine_e2e_latency_seconds"
+    assert values["slo_le"] == "1.0"  # the example's bound, as vLLM spells it
+    windows = [re.findall(r"\[(\w+)\]", t["expr"])[0] for t in burn["targets"]]
+    panel_rules = [
+        {"record": f"dashboard:burn_{w}", "expr": dash.substitute(t["expr"], values)}
+        for w, t in zip(windows, burn["targets"], strict=True)
+    ]
+    (tmp_path / "panel.yml").write_text(
+        json.dumps({"groups": [{"name": "panel", "rules": panel_rules}]})
+    )
+    series = 'gpuwatch_engine_e2e_latency_seconds_bucket{host="box",target="t",engine="vllm",' \
+        'model="llama-8b",instance="box:9877",job="gpuwatch",le='  # fmt: skip
+    checks = []
+    for w in windows:
+        rule = f"model:gpuwatch_slo_e2e_bad_fraction:ratio_rate{w}"
+        checks += [
+            {"expr": f"round(dashboard:burn_{w}, 0.0001)", "eval_time": "7h",
+             "exp_samples": [{"labels": '{host="box", model="llama-8b"}', "value": 20}]},
+            {"expr": f"round({rule} / (1 - 0.99), 0.0001)", "eval_time": "7h",
+             "exp_samples": [{"labels": '{model="llama-8b"}', "value": 20}]},
+        ]  # fmt: skip
+    unit = {
+        "rule_files": [str(dash.RULES), str(tmp_path / "panel.yml")],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": series + '"1.0"}', "values": "0+80x450"},
+                {"series": series + '"+Inf"}', "values": "0+100x450"},
+                {"series": 'gpuwatch_slo_objective_ratio{host="box",model="llama-8b",'
+                           'instance="box:9877",job="gpuwatch"}', "values": "0.99x450"},
+            ],
+            "promql_expr_test": checks,
+        }],
+    }  # fmt: skip
+    (tmp_path / "unit.yml").write_text(json.dumps(unit))
+    done = subprocess.run(
+        [promtool, "test", "rules", str(tmp_path / "unit.yml")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_every_panel_query_parses_with_promtool(tmp_path: Path) -> None:
     """Without a running Prometheus: each query, its variables filled as Grafana would, as a
     recording rule that ``promtool check rules`` parses."""
@@ -109,11 +232,15 @@ def test_every_panel_query_parses_with_promtool(tmp_path: Path) -> None:
     if promtool is None:
         pytest.skip("promtool not installed (`make test` installs Debian's prometheus as root)")
     board = dash.load()
-    values = {"host": "(box-a|box-b)", "model": "llama", "window": "24h"}
+    values = dash.chosen(board) | {"host": "(box-a|box-b)", "model": "llama"}
     values |= {"__rate_interval": dash.RATE_INTERVAL, "__range": dash.range_of(board)}
+    exprs = {  # each histogram an objective can name
+        dash.substitute(q.expr, values | {"slo_histogram": histogram})
+        for q in dash.queries(board)
+        for histogram in dash.choices(board, "slo_histogram")
+    }
     rules = [
-        {"record": f"dashboard:panel_{i}", "expr": dash.substitute(q.expr, values)}
-        for i, q in enumerate(dash.queries(board))
+        {"record": f"dashboard:panel_{i}", "expr": expr} for i, expr in enumerate(sorted(exprs))
     ]
     path = tmp_path / "panels.yml"
     path.write_text(json.dumps({"groups": [{"name": "panels", "rules": rules}]}))  # YAML too
@@ -146,7 +273,7 @@ def live(
 def grafana_values(board: dict[str, Any], prometheus: Prometheus) -> dict[str, str]:
     """Each variable as Grafana would fill it: every value the data source offers ("All")."""
     variables = dash.variables(board)
-    values = {"window": variables["window"]["current"]["value"]}
+    values = dash.chosen(board)
     for name in ("host", "model"):  # model's query reads $host: in order
         label, match = dash.label_values_query(variables[name])
         found = prometheus.label_values(label, dash.substitute(match, values))
