@@ -251,10 +251,13 @@ def _objective_lines(report: Report) -> list[str]:
         else:
             got = "unknown (no requests measured)"
         verdict = {True: "met", False: "missed", None: "cannot tell"}[slo.met]
+        basis = ", from spans" if slo.basis == "spans" else ""
         missed = "" if slo.missed_cost_usd is None else f" · {usd(slo.missed_cost_usd)} on missed"
+        good = slo.good_token_cost_per_million_usd
+        within = "" if good is None else f" · {usd(good)} per 1M tokens within"
         lines.append(
             f"*{_fit(row.model, NAME_LIMIT)}*: {got} within {slo.thresholds} "
-            f"(objective {percent(slo.objective)}: {verdict}){missed}"
+            f"(objective {percent(slo.objective)}: {verdict}{basis}){within}{missed}"
         )
     return lines
 
