@@ -27,6 +27,7 @@ from agent.alerting.inputs import (
 )
 from agent.alerting.local_outbox import LocalOutbox, outbox_path
 from agent.alerting.recent import RecentWindows
+from agent.collect.kubernetes import kubelet_collector
 from agent.collect.runner import CollectorRunner, Round
 from agent.collect.spans import span_collector
 from agent.config.settings import Config
@@ -61,15 +62,19 @@ DRAIN_SECONDS = 20.0  # per drain run: a long outage's spool goes in steps, betw
 
 
 def build_collectors(config: Config, inbox: SpanInbox | None = None) -> list[Collector]:
-    """The enabled collectors, in the order they run each tick: NVML, then one per target,
-    then the request spans the OTLP receiver put in ``inbox`` (the daemon's; None: none)."""
+    """The enabled collectors, in the order they run each tick: the kubelet's pods (on
+    Kubernetes), NVML (labelling its processes with them), then one per target, then the
+    request spans the OTLP receiver put in ``inbox`` (the daemon's; None: none)."""
     collectors: list[Collector] = []
+    kubelet = kubelet_collector(config)
+    if kubelet is not None:
+        collectors.append(kubelet)
     if config.collectors.nvml.enabled:
         from collectors.nvml import NvmlCollector  # imports pynvml, which needs no GPU to import
 
-        collectors.append(
-            NvmlCollector(host=config.host, gpm_pipes=config.collectors.nvml.gpm_pipes)
-        )
+        pods = kubelet.attribution if kubelet is not None else None
+        nvml = config.collectors.nvml
+        collectors.append(NvmlCollector(host=config.host, gpm_pipes=nvml.gpm_pipes, pods=pods))
     collectors.extend(ScrapeCollector(target_spec(t), host=config.host) for t in config.targets)
     if inbox is not None:
         collectors.append(span_collector(config, inbox))
