@@ -13,6 +13,7 @@ import pytest
 from collectors.base import CollectError, Sample
 from collectors.kubelet.attribution import PodAttribution
 from collectors.kubelet.collector import KubeletCollector
+from collectors.kubelet.podlogs import PodLogNames, PodName
 from collectors.kubelet.podresources import Allocations, Holder, PodResourcesClient
 from collectors.signals import SIGNALS
 from tests.collectors.kubelet_server import (
@@ -188,3 +189,27 @@ def test_answer_over_the_size_cap_is_refused(socket: Path) -> None:
         with pytest.raises(CollectError, match="over 4096 bytes"):
             client.allocations()
         client.close()
+
+
+def test_processes_of_two_pods_on_a_gpu_given_to_one_stay_unattributed() -> None:
+    # One pod asked for GPU A; a second pod's process runs there too (it sees every GPU through
+    # NVIDIA_VISIBLE_DEVICES=all). Nothing says which UID is the holder's: neither is named.
+    pods = PodAttribution()
+    held = (Holder("llm", "vllm-0", "engine", GPU),)
+    pods.update(Allocations(holders={GPU_A: held}, allocatable=None))
+    assert pods.labels(GPU_A, {1: "uid-1", 2: "uid-2", 3: None}) == {}
+    # Alone on it (a host process beside it has no pod), the pod's process is the holder's.
+    assert pods.labels(GPU_A, {1: "uid-1", 3: None}) == {
+        1: {"namespace": "llm", "pod": "vllm-0", "container": "engine"}
+    }
+
+
+def test_pod_log_folders_are_read_again_once_per_tick_for_a_new_uid(tmp_path: Path) -> None:
+    names = PodLogNames(str(tmp_path))
+    (tmp_path / "ns_a_uid-a").mkdir()
+    assert names.lookup("uid-a") == PodName("ns", "a")
+    (tmp_path / "ns_b_uid-b").mkdir()  # a pod started since
+    assert names.lookup("uid-b") is None  # this tick's one rescan is spent
+    names.refresh()  # the next tick
+    assert names.lookup("uid-b") == PodName("ns", "b")
+    assert names.lookup("uid-a") == PodName("ns", "a")
