@@ -11,6 +11,7 @@ import pytest
 from tests.deploy.kube import BASE, KUBERNETES, ROOT, Obj, one, render
 
 OVERLAY = KUBERNETES / "overlays" / "central-postgres"
+ROOT_OVERLAY = KUBERNETES / "overlays" / "kubelet-root"
 UID = 65532  # the image's gpuwatch user (container/Containerfile)
 
 
@@ -76,7 +77,7 @@ def test_only_the_state_directorys_owner_is_set_as_root_with_chown_alone() -> No
     assert context["allowPrivilegeEscalation"] is False
     assert context["readOnlyRootFilesystem"] is True
     assert list(mounts(init)) == ["/var/lib/gpuwatch"]
-    assert init["command"][-1].endswith(f"chown {UID}:{UID} /var/lib/gpuwatch")
+    assert init["command"][-1].endswith(f"chown -R {UID}:{UID} /var/lib/gpuwatch")
 
 
 def test_the_node_is_read_only_but_for_the_state_directory() -> None:
@@ -164,6 +165,25 @@ def test_the_central_postgres_overlay_forwards_with_a_required_secret() -> None:
             for v in pod()["volumes"]
         ]
     }
+
+
+def test_the_kubelet_root_overlay_is_root_without_any_capability() -> None:
+    context = daemon(ROOT_OVERLAY)["securityContext"]
+    assert (context["runAsUser"], context["runAsGroup"], context["runAsNonRoot"]) == (0, 0, False)
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+
+    # Everything else is the base's: the same pod but for who runs it.
+    def who_aside(spec: Obj) -> Obj:
+        out = {k: v for k, v in spec.items() if k not in ("securityContext", "initContainers")}
+        out["containers"] = [
+            {k: v for k, v in c.items() if k != "securityContext"} for c in spec["containers"]
+        ]
+        return out
+
+    assert who_aside(pod(ROOT_OVERLAY)) == who_aside(pod())
+    assert pod(ROOT_OVERLAY)["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
 def _project_version() -> str:

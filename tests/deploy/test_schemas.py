@@ -11,7 +11,7 @@ import pytest
 
 from tests.deploy.kube import BASE, KUBERNETES, VERSIONS, one, render, validate
 
-FOLDERS = [BASE, KUBERNETES / "overlays" / "central-postgres"]
+FOLDERS = [BASE, *(KUBERNETES / "overlays" / name for name in ("central-postgres", "kubelet-root"))]
 
 
 def test_the_base_renders_every_object_a_node_needs() -> None:
