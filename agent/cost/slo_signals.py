@@ -1,6 +1,7 @@
 """``gpuwatch_slo_attainment_ratio{model, window, basis, estimate}`` for /metrics: per model
 with an objective (``[[slo]]``), the share of this host's requests within it over 1h, 24h, 7d
-and 30d, from the latency histograms' rollups (agent.cost.slo_measure).
+and 30d, from its requests' own OTLP spans where they were received (basis "spans", exact),
+else from the latency histograms' rollups (basis "histograms"; agent.cost.slo_measure).
 
 ``estimate`` says what the number is: ``exact`` (every threshold a bucket bound),
 ``interpolated`` (inside a bucket), or ``lower_bound`` (several thresholds, or one no histogram
@@ -23,6 +24,7 @@ from agent.config.settings import Config
 from agent.config.slo import objective_for
 from agent.cost.latency import latency_buckets
 from agent.cost.slo_measure import measure
+from agent.cost.slo_spans import span_counts
 from agent.cost.split import Split
 from collectors.base import Sample
 
@@ -42,17 +44,19 @@ def attainment_samples(engine: Engine, config: Config, now: datetime) -> list[Sa
         for name, length in WINDOWS.items():
             split = Split.read(conn, end - length, end)
             buckets = latency_buckets(conn, split, (config.host,))
-            for model in sorted({m for m, _ in buckets}):
+            spans = span_counts(conn, split, (config.host,))
+            for model in sorted({m for m, _ in buckets} | {m for m, _ in spans}):
                 slo = objective_for(config.slos, model)
                 if slo is not None:
                     objectives[model] = slo.objective
-                result = None if slo is None else measure(model, buckets, slo).result
-                if result is None:
+                found = None if slo is None else measure(model, buckets, slo, spans)
+                result = None if found is None else found.result
+                if found is None or result is None:
                     continue
                 value = result.value if result.value is not None else result.lower
                 estimate = _estimate(result.value, result.exact)
                 labels = {"host": config.host, "model": model, "window": name,
-                          "basis": "histograms", "estimate": estimate}  # fmt: skip
+                          "basis": found.basis, "estimate": estimate}  # fmt: skip
                 out.append(Sample(metric=METRIC, value=value, labels=labels, ts=now))
     for model, objective in sorted(objectives.items()):
         labels = {"host": config.host, "model": model}

@@ -126,3 +126,21 @@ def test_the_digest_prices_the_tokens_within_the_objective(box: tuple[App, Path]
     (line,) = section.splitlines()[1:]
     assert "90.0% within e2e <= 1s (objective 95.0%: missed, from spans)" in line
     assert "per 1M tokens within" in line
+
+
+def test_metrics_serve_the_spans_attainment_per_window(box: tuple[App, Path]) -> None:
+    from agent.cost.signals import host_samples
+
+    app, _ = box
+    end = START + (TICKS + 12) * STEP  # the ticks' minutes rolled up
+    app.roll_up(end)
+    got = {
+        s.labels["window"]: s
+        for s in host_samples(app.engine, app.config, end)
+        if s.metric == "gpuwatch_slo_attainment_ratio"
+    }
+    assert set(got) == {"1h", "24h", "7d", "30d"}
+    for sample in got.values():
+        assert sample.value == 0.9
+        assert sample.labels == {"host": "box", "model": MODEL, "window": sample.labels["window"],
+                                 "basis": "spans", "estimate": "exact"}  # fmt: skip
