@@ -83,6 +83,16 @@ SMOKE: dict[str, Smoke] = {
         "--history-days 0.1 --hosts 2 --runs 2",
         ("baseline: 1 host, 1 hour of history", "target: steady run flat"),
     ),
+    "slo_burn": Smoke(
+        "--targets 1,2 --history-days 0.05,0.1 --history-targets 2 --rounds 2",
+        (
+            "baseline: 1 targets",
+            "1 targets, 0.05 days: SloBurnRate at a minute boundary",
+            "target: SloBurnRate a tick",
+            "target: between minutes flat in the history",
+            "target: at a minute boundary flat in the history",
+        ),
+    ),
     "cost": Smoke(
         "--days 1 --gpus 16 --models 2 --step-seconds 300 --rounds 1 --raw-rounds 1",
         (
