@@ -168,7 +168,7 @@ def read_web_config(path: Path) -> WebConfig:
     try:
         data = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise WebConfigError(source, [f"YAML error: {_one_line(exc)}"]) from None
+        raise WebConfigError(source, [f"YAML error: {_yaml_problem(exc)}"]) from None
     if data is None:  # an empty file: plain HTTP, no users (the toolkit's web_config_empty.yml)
         return WebConfig(source)
     r = Reader({})
@@ -433,8 +433,16 @@ def _what(value: object) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+def _yaml_problem(exc: Exception) -> str:
+    """What is wrong and where, without PyYAML's quote of the line: it may hold a hash or
+    the inline key."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        what = " ".join(p for p in (exc.context, exc.problem) if p)
+        return f"{what} (line {mark.line + 1}, column {mark.column + 1})"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    return type(exc).__name__
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -165,3 +165,9 @@ def test_gpuwatch_metrics_listen_wins_over_the_file_and_is_checked(tmp_path: Pat
     assert load_config(str(path), {"GPUWATCH_METRICS_LISTEN": "[::1]:9877"}).daemon.metrics_listen
     with pytest.raises(ConfigError, match="GPUWATCH_METRICS_LISTEN: expected HOST:PORT"):
         load_config(str(path), {"GPUWATCH_METRICS_LISTEN": "10.1.2.3"})
+
+
+def test_a_yaml_error_says_where_without_quoting_the_line(tmp_path: Path) -> None:
+    (tmp_path / "web.yml").write_text("basic_auth_users:\n  john: $2y$10$secrethash: [\n")
+    text = problems_at(tmp_path / "web.yml")
+    assert text == "YAML error: mapping values are not allowed here (line 2, column 26)"
