@@ -258,3 +258,17 @@ def test_an_ipv6_address_in_brackets(pki: Pki, tmp_path: Path) -> None:
         assert serves(get(f"https://[::1]:{server.port}/metrics", pki.client_context()))
     finally:
         server.stop()
+
+
+def test_the_toolkits_config_reloading_case(pki: Pki, web: Serve, tmp_path: Path) -> None:
+    """TestConfigReloading: a file that requires a client certificate (none given) is swapped
+    for one that does not, under the running server: the next connection is accepted. (The
+    toolkit's files, on this test's certificates: Python's client refuses the purpose of the
+    toolkit's CA chain.)"""
+    shutil.copy(pki.server.cert, tmp_path / "server.crt")
+    shutil.copy(pki.server.key, tmp_path / "server.key")
+    url = web((DATA / "web_config_noAuth.good.blocking.yml").read_text())
+    with pytest.raises(httpx.TransportError):
+        get(url, pki.client_context())
+    (tmp_path / "web.yml").write_text((DATA / "web_config_noAuth.good.yml").read_text())
+    assert serves(get(url, pki.client_context()))
