@@ -272,3 +272,26 @@ def test_the_toolkits_config_reloading_case(pki: Pki, web: Serve, tmp_path: Path
         get(url, pki.client_context())
     (tmp_path / "web.yml").write_text((DATA / "web_config_noAuth.good.yml").read_text())
     assert serves(get(url, pki.client_context()))
+
+
+def negotiated(pki: Pki, url: str, ciphers: str) -> str:
+    """The suite a TLS 1.2 scraper offering ``ciphers`` (OpenSSL's names, its order) gets."""
+    ctx = pki.client_context()
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(ciphers)
+    with httpx.Client(verify=ctx, timeout=5) as client, client.stream("GET", url) as response:
+        tls = response.extensions["network_stream"].get_extra_info("ssl_object")
+        return str(tls.cipher()[0])
+
+
+def test_cipher_suites_by_gos_names_and_whose_order_wins(pki: Pki, web: Serve) -> None:
+    """The toolkit's someCiphers cases, for this test's ECDSA certificate."""
+    suites = "  cipher_suites:\n  - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n" \
+             "  - TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n  max_version: TLS12\n"  # fmt: skip
+    both = "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256"  # the client's order
+    url = web(tls(pki, suites))
+    assert negotiated(pki, url, both) == "ECDHE-ECDSA-AES128-GCM-SHA256"  # the server's order
+    with pytest.raises(httpx.ConnectError):
+        negotiated(pki, url, "ECDHE-ECDSA-CHACHA20-POLY1305")  # none in common
+    url = web(tls(pki, suites + "  prefer_server_cipher_suites: false\n"))
+    assert negotiated(pki, url, both) == "ECDHE-ECDSA-AES256-GCM-SHA384"  # the client's order
