@@ -27,6 +27,7 @@ PACKAGES = ("agent", "foundation", "collectors", "alerts", "migrations")
 DATA_FILES = {
     "migrations/script.py.mako",  # Alembic's template for new revisions
     "agent/sim/fakenvml/fakenvml.c",  # `gpuwatch demo` compiles it
+    "collectors/kubelet/api_pb2.pyi",  # the generated pod-resources messages' types (mypy)
 }
 # Not copied to the build folder: environments, build output, caches, local databases.
 TOP_LEVEL_SKIP = {".git", ".venv", "build", "dist", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
