@@ -65,6 +65,7 @@ class VllmServer:
     port: int
     home: Path
     proc: subprocess.Popen[bytes] | None = None
+    otlp_endpoint: str | None = None  # where vLLM sends each request's span (gRPC, its default)
     starts: list[float] = field(default_factory=list)  # seconds each start took to be healthy
 
     @property
@@ -91,6 +92,8 @@ class VllmServer:
             # vLLM's FLOPs/bytes estimates (MFU/MBU inputs); without it the counters stay 0.
             "--enable-mfu-metrics",
         ]  # fmt: skip
+        if self.otlp_endpoint:
+            args += ["--otlp-traces-endpoint", self.otlp_endpoint]
         began = time.monotonic()
         with self.log_path.open("wb") as log:
             # Its own session: the engine core is a child process, stopped with the server.

@@ -24,7 +24,7 @@ import pytest
 
 from agent.collect.clock import utc_now
 from tests.agent.daemon_harness import free_port
-from tests.realvllm import mapping, promtext, workload
+from tests.realvllm import mapping, objectives, promtext, workload
 from tests.realvllm.server import MAX_MODEL_LEN, MODEL_NAME, VllmServer, build_model
 from tests.realvllm.watch import Watch
 from tests.realvllm.workload import Ledger
@@ -172,8 +172,10 @@ def test_useful_tokens_latency_and_every_signal_match_a_real_vllm(
     python = _vllm_python()
     version = _vllm_version(python)
     model_seconds = build_model(python, tmp_path / "model", tmp_path)
-    server = VllmServer(python, tmp_path / "model", free_port(), tmp_path)
-    watch = Watch(tmp_path, server.port, fake_nvml_dir)
+    otlp_port = free_port()
+    server = VllmServer(python, tmp_path / "model", free_port(), tmp_path,
+                        otlp_endpoint=f"127.0.0.1:{otlp_port}")  # fmt: skip
+    watch = Watch(tmp_path, server.port, fake_nvml_dir, otlp_port=otlp_port)
     engine = Engine(server)
     problems: list[str] = []
     try:
@@ -207,6 +209,9 @@ def test_useful_tokens_latency_and_every_signal_match_a_real_vllm(
         engine.abandon(PROMPTS[1])
         second = _check_mapping(engine, watch, "after the restart", problems)
         _capture(version, "restarted", second)
+        watch.wait_for_stored_scrape()
+        objective = objectives.run(engine, watch, MODEL_NAME, PROMPTS[0])
+        second = engine.quiet()  # the second instance's final counters, objectives included
         watch.wait_for_stored_scrape()
         workload_seconds = time.monotonic() - t0
     finally:
@@ -270,8 +275,24 @@ def test_useful_tokens_latency_and_every_signal_match_a_real_vllm(
     (row,) = [m for m in report["models"] if m["model"] == MODEL_NAME]
     problems += _figures("report --format json", row, {**truth, "requests": completed}, 0.01)
     problems += _latencies(row, idle_raw, raws)
-    print(f"  test s: {time.monotonic() - t0:.1f}")
+    problems += _objective(model, objective)
+    print(f"  objective: {objective}\n  test s: {time.monotonic() - t0:.1f}")
     assert not problems, "\n".join(problems)
+
+
+def _objective(model: dict[str, Any], truth: objectives.Truth) -> list[str]:
+    """cost --json's objective from vLLM's spans equals the client's own timings exactly, and
+    the histograms' bounds for the same requests hold that truth."""
+    slo, attained = model.get("slo") or {}, truth.good / truth.requests
+    want = {"basis": "spans", "exact": True, "requests": truth.requests,
+            "good_requests": truth.good, "good_tokens": truth.good_tokens,
+            "attainment": attained, "met": attained >= 0.95}  # fmt: skip
+    out = [f"slo.{k} = {slo.get(k)!r}, the client's truth {v!r}" for k, v in want.items()
+           if slo.get(k) != v]  # fmt: skip
+    lower, upper = truth.histogram_bounds
+    if not lower <= attained <= upper:
+        out.append(f"the e2e histogram's bounds [{lower}, {upper}] miss the truth {attained}")
+    return out
 
 
 def _figures(where: str, m: dict[str, Any], want: dict[str, Any], cents: float) -> list[str]:

@@ -5,6 +5,7 @@ quiet moment, and ``cost``/``report`` as JSON over the whole run."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +29,8 @@ class Watch:
     home: Path
     vllm_port: int
     fake_nvml_dir: Path
+    otlp_port: int = 0  # the daemon's OTLP/gRPC receiver; 0: none
+    objective: str = ""  # the [[slo]] table, once set_objective wrote it
     daemon: RunningDaemon | None = None
 
     @property
@@ -49,6 +52,8 @@ class Watch:
             # operator does where process listing is not supported.
             "gpus = [0]\n"
             '[[rates]]\ngpu = "*"\nusd_per_hour = 100.0\n'
+            + (f'[otlp]\ngrpc_listen = "127.0.0.1:{self.otlp_port}"\n' if self.otlp_port else "")
+            + self.objective
         )
 
     def start(self) -> None:
@@ -63,6 +68,28 @@ class Watch:
         env = {"LD_LIBRARY_PATH": str(self.fake_nvml_dir), "FAKE_NVML_CONFIG": str(hardware)}
         self.daemon = start_daemon(self.config, self.home, port, env)
         self.daemon.wait_for_notify("READY=1", timeout=60)
+
+    def set_objective(self, model: str, e2e_seconds: float, objective: float) -> None:
+        """Write an [[slo]] for ``model`` and reload the daemon (SIGHUP), as an operator does:
+        requests judged from their spans count from then on."""
+        assert self.daemon is not None
+        self.objective = f'[[slo]]\nmodel = "{model}"\ne2e = "{round(e2e_seconds * 1000)}ms"\n'
+        self.objective += f"objective = {objective}\n"
+        listen = f"127.0.0.1:{self.daemon.port}"
+        self.config.write_text(self._toml(self.db, listen, nvml=True))
+        self.daemon.signal(signal.SIGHUP)
+        self.daemon.wait_for_notify("RELOADING=1", timeout=60)
+        self.daemon.wait_for_notify("READY=1", timeout=60)
+        assert "configuration reloaded" in self.daemon.log(), self.daemon.log()[-4000:]
+
+    def span_requests(self) -> float:
+        """The requests the daemon judged from spans so far (its /metrics, this tick)."""
+        assert self.daemon is not None
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in self.daemon.metrics().splitlines()
+            if line.startswith("gpuwatch_slo_span_requests_total{")
+        )
 
     def stop(self) -> None:
         if self.daemon is not None:

@@ -8,6 +8,7 @@ exactly that many (a random model would otherwise stop at a random end-of-sequen
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ class Ledger:
     prompt_tokens: list[int] = field(default_factory=list)
     rejected: list[int] = field(default_factory=list)  # HTTP status of each refused request
     abandoned: int = 0  # streams the client closed mid-way
+    # (seconds the client waited, completion tokens) of each request timed on its own
+    timed: list[tuple[float, int]] = field(default_factory=list)
 
     def record(self, usage: dict[str, int], max_tokens: int) -> None:
         assert usage["completion_tokens"] == max_tokens, usage  # ignore_eos: exactly that many
@@ -43,11 +46,14 @@ def _body(prompt: str, max_tokens: int, stream: bool) -> dict[str, object]:
 
 
 def complete(base: str, ledger: Ledger, prompt: str, max_tokens: int) -> None:
+    began = time.monotonic()
     r = httpx.post(base + "/v1/completions", json=_body(prompt, max_tokens, False), timeout=120)
+    waited = time.monotonic() - began
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]
     assert choice["finish_reason"] == "length", choice
     ledger.record(r.json()["usage"], max_tokens)
+    ledger.timed.append((waited, r.json()["usage"]["completion_tokens"]))
 
 
 def complete_concurrently(base: str, ledger: Ledger, jobs: list[tuple[str, int]]) -> None:
