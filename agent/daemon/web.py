@@ -103,11 +103,10 @@ class WebSettings:
                 self._failed = broken
                 log.error("/metrics refuses connections: %s", problem)
             raise problem from None
-        old = self._current
-        keep = old is not None and old.limiter and old.limiter.limit == config.rate_limit
-        limiter = old.limiter if keep and old else None
-        if config.rate_limit and limiter is None:
-            limiter = TokenBucket(config.rate_limit)
+        # The bucket outlives edits of other settings: a reload must not refill it.
+        limiter = self._current.limiter if self._current else None
+        if limiter is None or limiter.limit != config.rate_limit:
+            limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
         if self._failed is not None:
             log.info("/metrics web config %s is usable again", self.path)
             self._failed = None
