@@ -27,6 +27,7 @@ import yaml
 from agent.config.reader import Reader
 from agent.config.secret import Secret
 from alerts.duration import DurationError, parse_duration
+from foundation.printable import printable
 
 MAX_FILE_BYTES = 1024 * 1024  # a web config, with inline PEM, is a few kilobytes
 
@@ -88,9 +89,11 @@ class WebConfigError(Exception):
     """The web config file has problems; each is 'key.path: what is wrong'."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: " + "; ".join(problems))
+        # Key names come from the file: shown escaped, as ConfigError shows them, since the
+        # daemon logs these when the file turns bad under it.
+        self.source = printable(source)
+        self.problems = [printable(p) for p in problems]
+        super().__init__(f"{self.source}: " + "; ".join(self.problems))
 
 
 @dataclass(frozen=True, slots=True)

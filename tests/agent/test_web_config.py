@@ -171,3 +171,8 @@ def test_a_yaml_error_says_where_without_quoting_the_line(tmp_path: Path) -> Non
     (tmp_path / "web.yml").write_text("basic_auth_users:\n  john: $2y$10$secrethash: [\n")
     text = problems_at(tmp_path / "web.yml")
     assert text == "YAML error: mapping values are not allowed here (line 2, column 26)"
+
+
+def test_a_hostile_key_is_shown_escaped(tmp_path: Path) -> None:
+    (tmp_path / "web.yml").write_text('basic_auth_users:\n  "\\e[31mroot": nothash\n')
+    assert problems_at(tmp_path / "web.yml").startswith("basic_auth_users.\\x1b[31mroot: not a")
