@@ -367,6 +367,9 @@ def _daemon(r: Reader, top: dict[str, Any], base: Path) -> DaemonConfig:
     key = key or "daemon.metrics_listen"
     if listen and parse_listen(listen) is None:
         r.problem(key, f"expected HOST:PORT like '127.0.0.1:9877', got {listen!r}")
+    elif "$(" in listen:  # Kubernetes leaves $(VAR) as it is unless VAR is set above it
+        r.problem(key, f"{listen!r} holds an unexpanded variable: define it (POD_IP from "
+                       f"fieldRef status.podIP) before {key} in the pod's env")  # fmt: skip
     web_config = web.check_web_config_file(r, t, "daemon.web_config_file", base)
     interval = r.number(
         t, "daemon.interval_seconds", 10.0, positive=True,

@@ -176,3 +176,9 @@ def test_a_yaml_error_says_where_without_quoting_the_line(tmp_path: Path) -> Non
 def test_a_hostile_key_is_shown_escaped(tmp_path: Path) -> None:
     (tmp_path / "web.yml").write_text('basic_auth_users:\n  "\\e[31mroot": nothash\n')
     assert problems_at(tmp_path / "web.yml").startswith("basic_auth_users.\\x1b[31mroot: not a")
+
+
+def test_an_unexpanded_kubernetes_variable_is_named(tmp_path: Path) -> None:
+    env = {"GPUWATCH_METRICS_LISTEN": "$(POD_IP):9877"}
+    with pytest.raises(ConfigError, match=r"holds an unexpanded variable: define it \(POD_IP"):
+        load_config(None, env)
