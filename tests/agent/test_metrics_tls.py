@@ -295,3 +295,17 @@ def test_cipher_suites_by_gos_names_and_whose_order_wins(pki: Pki, web: Serve) -
         negotiated(pki, url, "ECDHE-ECDSA-CHACHA20-POLY1305")  # none in common
     url = web(tls(pki, suites + "  prefer_server_cipher_suites: false\n"))
     assert negotiated(pki, url, both) == "ECDHE-ECDSA-AES256-GCM-SHA384"  # the client's order
+
+
+def test_a_bare_connection_as_a_tcp_probe_makes_is_quietly_closed(
+    pki: Pki, web: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = web(tls(pki, f"  client_auth_type: RequireAndVerifyClientCert\n"
+                       f"  client_ca_file: {pki.ca.cert}\n") + users(p="s"))  # fmt: skip
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        ok = get(url, pki.client_context(cert=pki.client), auth=("p", "s"))
+    assert serves(ok)
+    assert not [r for r in caplog.records if r.name.startswith("agent.daemon")]
