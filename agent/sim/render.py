@@ -1,7 +1,7 @@
 """One entry point for every simulated /metrics: ``render(version, state)``.
 
 Versions (:data:`VERSIONS`): "vllm-0.6", "vllm-0.8.5", "vllm-0.10", "vllm-0.33", "sglang-0.5",
-"tgi-3", "llamacpp", "dcgm". Options:
+"tgi-3", "llamacpp", "dcgm", "triton-trtllm", "nim", "lmdeploy", "dynamo". Options:
 - ``multiprocess``: vLLM 0.10/0.33 with several API servers (SGLang is always multiprocess);
 - ``model``: which model a label-less engine (TGI, llama.cpp) shows; default the first;
 - ``priority``: SGLang with ``priority=""`` on every series;
@@ -10,11 +10,17 @@ Versions (:data:`VERSIONS`): "vllm-0.6", "vllm-0.8.5", "vllm-0.10", "vllm-0.33",
 
 from __future__ import annotations
 
-from agent.sim import dcgm, llamacpp, sglang, tgi, vllm
+from agent.sim import dcgm, dynamo, llamacpp, lmdeploy, nim, sglang, tgi, triton, vllm
 from agent.sim.expo import Family, render_openmetrics, render_text
 from agent.sim.traffic import Snapshot, Traffic
 
-VERSIONS = (*vllm.VERSIONS, *sglang.VERSIONS, *tgi.VERSIONS, *llamacpp.VERSIONS, *dcgm.VERSIONS)
+VERSIONS = (
+    *vllm.VERSIONS, *sglang.VERSIONS, *tgi.VERSIONS, *llamacpp.VERSIONS, *dcgm.VERSIONS,
+    *triton.VERSIONS, *nim.VERSIONS, *lmdeploy.VERSIONS, *dynamo.VERSIONS,
+)  # fmt: skip
+# Engines whose whole text one function of the snapshot writes (no option applies to them).
+_PLAIN = {"triton-trtllm": triton.render, "nim": nim.render, "lmdeploy": lmdeploy.render,
+          "dynamo": dynamo.render}  # fmt: skip
 
 TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
 TEXT_1_0_0 = "text/plain; version=1.0.0; charset=utf-8"
@@ -30,6 +36,10 @@ _CONTENT_TYPES = {
     "tgi-3": TEXT_BARE,
     "llamacpp": TEXT_BARE,
     "dcgm": TEXT_BARE,
+    "triton-trtllm": TEXT_BARE,  # prometheus-cpp
+    "nim": TEXT_0_0_4,
+    "lmdeploy": TEXT_0_0_4,
+    "dynamo": TEXT_BARE,  # the Rust prometheus crate's TextEncoder
 }
 # Served by prometheus_client's make_asgi_app, which honours Accept: OpenMetrics on request.
 NEGOTIATES_OPENMETRICS = frozenset({"vllm-0.6", "sglang-0.5"})
@@ -92,6 +102,8 @@ def render(
         return tgi.render(snap, model)
     if version == "llamacpp":
         return llamacpp.render(snap, model)
+    if version in _PLAIN:
+        return _PLAIN[version](snap)
     return dcgm.render(snap)
 
 

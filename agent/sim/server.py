@@ -33,6 +33,8 @@ from agent.sim.traffic import Traffic
 
 MODES = ("ok", "malformed", "oversized", "slow", "404", "500")
 MIB = 1024 * 1024
+# Where each engine serves its metrics, where not at /metrics.
+METRICS_PATHS = {"nim": "/v1/metrics"}
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,12 @@ class EngineServer:
         self._mode = value
 
     @property
+    def path(self) -> str:
+        return METRICS_PATHS.get(self.version, "/metrics")
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/metrics"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     @property
     def port(self) -> int:
@@ -203,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(sim, url.path, url.query)
 
     def _answer(self, sim: EngineServer, path: str, query: str) -> None:
-        if path != "/metrics" or sim.mode == "404":
+        if path != sim.path or sim.mode == "404":
             self._plain(404, "Not Found\n")
         elif not sim._authorized(self.headers.get("Authorization")):
             self._plain(401, "Unauthorized\n", (("WWW-Authenticate", "Bearer"),))
