@@ -39,7 +39,12 @@ class KubernetesConfig:
     def active(self) -> bool:
         """Whether to run the kubelet collector on this machine, now."""
         if self.enabled is None:
-            return Path(self.pod_resources_socket).is_socket()
+            try:
+                return Path(self.pod_resources_socket).is_socket()
+            except OSError:
+                # The kubelet's folder is root's, 0750: a non-root daemon cannot even look.
+                # "auto" then means off, as without a kubelet; enabled = true says so loudly.
+                return False
         return self.enabled
 
 

@@ -77,3 +77,32 @@ def test_check_config_names_each_mistake_by_key_path(
 def test_a_timeout_past_thirty_seconds_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"kubernetes\.timeout: must be at most 30s"):
         load(tmp_path, '[kubernetes]\ntimeout = "1m"\n')
+
+
+def test_auto_stays_off_for_a_daemon_that_may_not_look_into_the_kubelets_folder(
+    tmp_path: Path,
+) -> None:
+    """The kubelet makes its pod-resources folder root's, 0750: a non-root daemon's look raises
+    PermissionError, which "auto" takes as no kubelet rather than a crash at start."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to look as another user")
+    folder = tmp_path / "pod-resources"
+    folder.mkdir(mode=0o750)
+    os.chmod(tmp_path, 0o755)
+    code = (
+        "from agent.config.kubernetes import KubernetesConfig; "
+        f"print(KubernetesConfig(pod_resources_socket={str(folder / 'kubelet.sock')!r}).active())"
+    )
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(folder / "kubelet.sock"))
+        result = subprocess.run(
+            ["setpriv", "--reuid=65532", "--regid=65532", "--clear-groups",
+             sys.executable, "-c", code],
+            capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2],
+        )  # fmt: skip
+    assert (result.returncode, result.stdout.strip()) == (0, "False"), result.stderr[-2000:]
