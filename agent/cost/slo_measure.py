@@ -36,9 +36,7 @@ class Measured:
     missed_tokens: float | None = None
 
 
-def measure(
-    model: str, buckets: Buckets, slo: SloConfig, spans: Counts | None = None
-) -> Measured:
+def measure(model: str, buckets: Buckets, slo: SloConfig, spans: Counts | None = None) -> Measured:
     """Spans win where the window has any request of ``model`` judged by this very objective."""
     counted = (spans or {}).get((model, slo.key))
     if counted is not None and counted.requests > 0:
