@@ -89,6 +89,8 @@ def test_the_database_and_spool_land_on_the_state_volume(
     assert _all(recipe, "VOLUME") == [STATE]
     env = _env(recipe)
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the root file system is read-only
+    # What NVIDIA's toolkit reads to mount NVML and the GPUs: every GPU, NVML only.
+    assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "utility")
     empty = tmp_path / "gpuwatch.toml"
     empty.write_text("")
     config = load_config(str(empty), env)
