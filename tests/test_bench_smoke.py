@@ -83,6 +83,13 @@ SMOKE: dict[str, Smoke] = {
         "--history-days 0.1 --hosts 2 --runs 2",
         ("baseline: 1 host, 1 hour of history", "target: steady run flat"),
     ),
+    "rollup_bytes": Smoke(
+        "--hours 0.05",
+        (
+            "baseline: SQLite: the box's rollups without the four",
+            "SQLite: the four add per target",
+        ),
+    ),
     "slo_burn": Smoke(
         "--targets 1,2 --history-days 0.05,0.1 --history-targets 2 --rounds 2",
         (
