@@ -112,6 +112,9 @@ class Container:
         found: list[dict[str, Any]] = json.loads(ok(podman("inspect", self.name)))
         return found[0]
 
+    def signal(self, name: str) -> None:
+        ok(podman("kill", f"--signal={name}", self.name))
+
     def stop(self, timeout: int) -> None:
         ok(podman("stop", f"--time={timeout}", self.name, timeout=timeout + 30))
 

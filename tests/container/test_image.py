@@ -135,6 +135,13 @@ def _run_on_host_network(
             port, f'gpu_uuid="{GPU.uuid}"', 'gpuwatch_target_up{host="image-box",target="llama"} 1'
         ))  # fmt: skip
         record["probe"] = json.loads(box.exec_python(WRITE_PROBE))
+        # SIGHUP re-reads the mounted file, rewritten in place (a mounted file keeps its inode).
+        config = next(m.host for m in mounts if m.inside == "/etc/gpuwatch/gpuwatch.toml")
+        config.write_text(config.read_text().replace('"image-box"', '"image-box-reloaded"'))
+        box.signal("HUP")
+        record["reloaded"] = _wait("the new host name on /metrics", _metrics_with(
+            port, 'gpuwatch_target_up{host="image-box-reloaded",target="llama"} 1'
+        ))  # fmt: skip
         # Requests completed after the first scrape (a baseline), seen by a later one.
         scrapes = len(engine.requests)
         record["served"] = traffic.serve(SERVED)
@@ -270,6 +277,13 @@ def test_metrics_show_the_mounted_gpu_and_the_engine_reached_with_the_secret_fil
     # target_up 1: the engine answers 401 without the token read from /run/secrets/engine-token.
     assert 'gpuwatch_target_up{host="image-box",target="llama"} 1.0' in text
     assert TOKEN not in text and TOKEN not in ran["stderr"]
+
+
+@pytest.mark.slow
+def test_sighup_applies_the_rewritten_configuration(ran: dict[str, Any]) -> None:
+    assert 'host="image-box-reloaded"' in ran["reloaded"]
+    lines = ran["stderr"].splitlines()
+    assert any("configuration reloaded from /etc/gpuwatch/gpuwatch.toml" in x for x in lines), lines
 
 
 @pytest.mark.slow
