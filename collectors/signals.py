@@ -128,13 +128,17 @@ GPU_SIGNALS = (
     ),
 )
 
-# Engine signals carry host, target, engine (vllm|sglang|tgi|llamacpp) and model. Counters and
+# Engine signals carry host, target, engine (the engine's NAME) and model. Counters and
 # histograms are the engine's raw cumulative values (they reset when the engine restarts); the
 # increase over a window is computed later, restart-safe. Histograms keep the engine's buckets.
 ENGINE_SIGNALS = (
     _g("gpuwatch_engine_requests_running", "Requests being processed (in a running batch)."),
     _g("gpuwatch_engine_requests_waiting", "Requests queued, waiting to be scheduled."),
     _g("gpuwatch_engine_kv_cache_usage_ratio", "Fraction of the KV cache in use (0-1)."),
+    _g(
+        "gpuwatch_engine_model_memory_bytes",
+        "Device memory a loaded model holds, bytes, where the engine says (Ollama's size_vram).",
+    ),
     _c("gpuwatch_engine_prompt_tokens_total", "Prompt tokens processed, cached ones included."),
     _c(
         "gpuwatch_engine_prompt_tokens_computed_total",
