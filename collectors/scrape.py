@@ -18,6 +18,7 @@ from functools import cache
 import httpx
 
 from collectors.base import CollectError, Sample
+from collectors.engines import ollama
 from collectors.engines.exposition import Exposition, ExpositionError
 from collectors.engines.registry import ENGINES, Engine, detect, read_by_a_mapper
 from collectors.engines.rules import Context
@@ -36,7 +37,7 @@ class TargetSpec:
 
     name: str
     url: str
-    engine: str = "auto"  # auto | vllm | sglang | tgi | llamacpp | dcgm
+    engine: str = "auto"  # auto, or an engine of collectors/engines (registry.py, ollama.py)
     model: str | None = None
     timeout_seconds: float = 5.0
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -68,6 +69,8 @@ class ScrapeCollector:
 
     def collect(self, now: datetime) -> list[Sample]:
         text = self.fetch()
+        if ollama.wanted(self.spec.engine, text):  # JSON from /api/ps, not a /metrics body
+            return self._admitted(self._ollama(text, now), now)
         limits = self.spec.limits
         try:
             limits.check_sample_count(text)
@@ -78,12 +81,22 @@ class ScrapeCollector:
         engine = self._engine(exposition)
         model = self.spec.model or self.target
         context = Context(self._host, self.target, engine.name, model, now)
-        samples = engine.map_samples(exposition, context)
+        return self._admitted(engine.map_samples(exposition, context), now)
+
+    def _admitted(self, samples: list[Sample], now: datetime) -> list[Sample]:
         try:
             self._series.admit(samples, now)
         except LimitExceeded as exc:
             raise self._error(str(exc)) from exc
         return samples
+
+    def _ollama(self, text: str, now: datetime) -> list[Sample]:
+        try:
+            models = ollama.parse(text, self.spec.limits)
+        except (ExpositionError, LimitExceeded) as exc:
+            raise self._error(str(exc)) from exc
+        model = self.spec.model or self.target
+        return ollama.map_models(models, Context(self._host, self.target, ollama.NAME, model, now))
 
     def fetch(self) -> str:
         """The body of one GET, within the timeout and the size cap; CollectError otherwise."""

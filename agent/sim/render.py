@@ -1,7 +1,8 @@
 """One entry point for every simulated /metrics: ``render(version, state)``.
 
 Versions (:data:`VERSIONS`): "vllm-0.6", "vllm-0.8.5", "vllm-0.10", "vllm-0.33", "sglang-0.5",
-"tgi-3", "llamacpp", "dcgm", "triton-trtllm", "nim", "lmdeploy", "dynamo". Options:
+"tgi-3", "llamacpp", "dcgm", "triton-trtllm", "nim", "lmdeploy", "dynamo"; and "ollama", JSON
+rather than a /metrics text (:data:`ALL_VERSIONS`). Options:
 - ``multiprocess``: vLLM 0.10/0.33 with several API servers (SGLang is always multiprocess);
 - ``model``: which model a label-less engine (TGI, llama.cpp) shows; default the first;
 - ``priority``: SGLang with ``priority=""`` on every series;
@@ -10,7 +11,7 @@ Versions (:data:`VERSIONS`): "vllm-0.6", "vllm-0.8.5", "vllm-0.10", "vllm-0.33",
 
 from __future__ import annotations
 
-from agent.sim import dcgm, dynamo, llamacpp, lmdeploy, nim, sglang, tgi, triton, vllm
+from agent.sim import dcgm, dynamo, llamacpp, lmdeploy, nim, ollama, sglang, tgi, triton, vllm
 from agent.sim.expo import Family, render_openmetrics, render_text
 from agent.sim.traffic import Snapshot, Traffic
 
@@ -18,9 +19,11 @@ VERSIONS = (
     *vllm.VERSIONS, *sglang.VERSIONS, *tgi.VERSIONS, *llamacpp.VERSIONS, *dcgm.VERSIONS,
     *triton.VERSIONS, *nim.VERSIONS, *lmdeploy.VERSIONS, *dynamo.VERSIONS,
 )  # fmt: skip
+# The /metrics texts above, and what is served that is no /metrics text (Ollama's /api/ps).
+ALL_VERSIONS = (*VERSIONS, *ollama.VERSIONS)
 # Engines whose whole text one function of the snapshot writes (no option applies to them).
 _PLAIN = {"triton-trtllm": triton.render, "nim": nim.render, "lmdeploy": lmdeploy.render,
-          "dynamo": dynamo.render}  # fmt: skip
+          "dynamo": dynamo.render, "ollama": ollama.render}  # fmt: skip
 
 TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
 TEXT_1_0_0 = "text/plain; version=1.0.0; charset=utf-8"
@@ -40,6 +43,7 @@ _CONTENT_TYPES = {
     "nim": TEXT_0_0_4,
     "lmdeploy": TEXT_0_0_4,
     "dynamo": TEXT_BARE,  # the Rust prometheus crate's TextEncoder
+    "ollama": ollama.CONTENT_TYPE,  # /api/ps, JSON
 }
 # Served by prometheus_client's make_asgi_app, which honours Accept: OpenMetrics on request.
 NEGOTIATES_OPENMETRICS = frozenset({"vllm-0.6", "sglang-0.5"})
@@ -51,8 +55,8 @@ def content_type(version: str) -> str:
 
 
 def _check(version: str) -> None:
-    if version not in VERSIONS:
-        raise ValueError(f"unknown version {version!r}; one of {VERSIONS}")
+    if version not in ALL_VERSIONS:
+        raise ValueError(f"unknown version {version!r}; one of {ALL_VERSIONS}")
 
 
 def _snapshot(state: Traffic | Snapshot) -> Snapshot:

@@ -34,7 +34,7 @@ from agent.sim.traffic import Traffic
 MODES = ("ok", "malformed", "oversized", "slow", "404", "500")
 MIB = 1024 * 1024
 # Where each engine serves its metrics, where not at /metrics.
-METRICS_PATHS = {"nim": "/v1/metrics"}
+METRICS_PATHS = {"nim": "/v1/metrics", "ollama": "/api/ps"}
 
 
 @dataclass(frozen=True)
