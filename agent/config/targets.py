@@ -22,7 +22,7 @@ from foundation.printable import printable
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 ENGINES = (
     *("auto", "vllm", "sglang", "tgi", "llamacpp", "dcgm"),
-    *("triton", "nim", "lmdeploy", "dynamo"),  # collectors/engines: docs/engines.md
+    *("triton", "nim", "lmdeploy", "dynamo", "ollama"),  # collectors/engines: docs/engines.md
 )
 MAX_TARGETS = 1000  # each is a scrape and an HTTP client every tick; a box serves a handful
 MAX_TIMEOUT = 3600.0  # a scrape, the database deadline, the central database

@@ -8,14 +8,15 @@ import pytest
 
 from agent.cli.main import main
 from agent.config.targets import ENGINES
+from collectors.engines import ollama
 from collectors.engines.registry import ENGINES as MAPPED
 
 
 def test_the_configurable_engines_are_exactly_those_with_a_mapper() -> None:
-    assert set(ENGINES) == {"auto", *MAPPED}
+    assert set(ENGINES) == {"auto", *MAPPED, ollama.NAME}
 
 
-@pytest.mark.parametrize("engine", ["triton", "nim", "lmdeploy", "dynamo"])
+@pytest.mark.parametrize("engine", ["triton", "nim", "lmdeploy", "dynamo", "ollama"])
 def test_check_config_accepts_each_new_engine(
     engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -38,4 +39,4 @@ def test_check_config_names_the_new_engines_when_one_is_misspelt(
     assert main(["check-config", "--config", str(path)]) != 0
     err = capsys.readouterr().err
     assert "targets[0].engine: unknown engine 'tritn'" in err
-    assert "triton, nim, lmdeploy, dynamo" in err
+    assert "triton, nim, lmdeploy, dynamo, ollama" in err
