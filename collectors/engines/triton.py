@@ -30,6 +30,18 @@ What the TensorRT-LLM backend adds (custom metrics, 23.11 on), per ``model="tens
   is the KV usage; without it, ``used`` over ``max`` blocks.
 - Iteration gauges (``total_context_tokens``, V1's ``total_generation_tokens``) hold one
   iteration's tokens, not a running total: not token counters, not mapped.
+
+TensorRT-LLM without Triton (``trtllm-serve``'s ``/prometheus/metrics``, and a Dynamo TRT-LLM
+worker, which re-exports them) is read here too, under ``engine="triton"``: its
+``MetricsCollector`` (tensorrt_llm/metrics/collector.py: vLLM's names behind ``trtllm_``, the
+collector's own prefix in 2026 builds, which Dynamo's worker adds to older ones; labelled
+``model_name`` and ``engine_type``) gives the running and waiting
+gauges, ``kv_cache_utilization`` (used over max blocks), token counters and
+``prompt_cached_tokens_total`` (so computed prompt tokens), ``request_success_total`` by
+``finished_reason``, the speculative-decoding counters and the TTFT, per-request TPOT, e2e and
+queue histograms (seconds). Builds before the prefix print the same histograms bare at
+``/prometheus/metrics`` (vllm-project/aibrix#2004 shows one); those are not recognised (their
+names are NIM's, without NIM's gauges).
 """
 
 from __future__ import annotations
@@ -53,22 +65,57 @@ FIRST_RESPONSE_MS = "nv_inference_first_response_histogram_ms"
 # Triton's failure reasons; CANCELED is the client's (or a timeout's) doing: abandoned work.
 CANCELED = "CANCELED"
 
-RULES = (
+# trtllm-serve's own (``trtllm_``): the same signals as vLLM's, where they differ from Triton's.
+SERVE_WAITING = "trtllm_num_requests_waiting"
+SERVE_KV = "trtllm_kv_cache_utilization"
+SERVE_PROMPT = "trtllm_prompt_tokens_total"
+SERVE_CACHED = "trtllm_prompt_cached_tokens_total"
+
+TRITON_RULES = (
     Gauge("gpuwatch_engine_requests_running", (TRT_REQUESTS,), where={"request_type": "scheduled"}),
     Counter("gpuwatch_engine_requests_finished_total", (SUCCESS,), labels={"reason": "completed"}),
     Histogram("gpuwatch_engine_ttft_seconds", (FIRST_RESPONSE_MS,), divide_by=1000.0),
 )
+SERVE_RULES = (
+    Gauge("gpuwatch_engine_requests_running", ("trtllm_num_requests_running",)),
+    Counter("gpuwatch_engine_prompt_tokens_total", (SERVE_PROMPT,)),
+    Counter("gpuwatch_engine_generation_tokens_total", ("trtllm_generation_tokens_total",)),
+    Counter(
+        "gpuwatch_engine_requests_finished_total",
+        ("trtllm_request_success_total",),
+        split=("finished_reason", "reason"),
+    ),
+    Counter(
+        "gpuwatch_engine_spec_decode_draft_tokens_total",
+        ("trtllm_spec_decode_num_draft_tokens_total",),
+    ),
+    Counter(
+        "gpuwatch_engine_spec_decode_accepted_tokens_total",
+        ("trtllm_spec_decode_num_accepted_tokens_total",),
+    ),
+    Histogram("gpuwatch_engine_ttft_seconds", ("trtllm_time_to_first_token_seconds",)),
+    # Per request, its mean time per output token (as TGI's), not every gap.
+    Histogram(
+        "gpuwatch_engine_inter_token_latency_seconds", ("trtllm_time_per_output_token_seconds",)
+    ),
+    Histogram("gpuwatch_engine_e2e_latency_seconds", ("trtllm_e2e_request_latency_seconds",)),
+    Histogram("gpuwatch_engine_queue_time_seconds", ("trtllm_request_queue_time_seconds",)),
+)
+RULES = TRITON_RULES + SERVE_RULES
 
 # Every series map_samples reads (the scrape keeps only these families of a body).
-READS = tuple(src for rule in RULES for src in rule.sources) + (FAILURE, PENDING, TRT_KV)
+READS = tuple(src for rule in RULES for src in rule.sources) + (
+    FAILURE, PENDING, TRT_KV, SERVE_WAITING, SERVE_KV, SERVE_CACHED,
+)  # fmt: skip
 
 
 def detect(exposition: Exposition) -> bool:
-    return any(name.startswith(("nv_inference_", "nv_trt_llm_")) for name in exposition.names())
+    prefixes = ("nv_inference_", "nv_trt_llm_", "trtllm_")
+    return any(name.startswith(prefixes) for name in exposition.names())
 
 
 def _model_of(labels: Mapping[str, str]) -> str:
-    return labels.get("model", "")
+    return labels.get("model") or labels.get("model_name", "")
 
 
 def map_samples(exposition: Exposition, context: Context) -> list[Sample]:
@@ -80,6 +127,7 @@ def map_samples(exposition: Exposition, context: Context) -> list[Sample]:
     _failures(mapper)
     _waiting(mapper)
     _kv_usage(mapper)
+    _computed_prompt(mapper)
     return mapper.samples
 
 
@@ -98,12 +146,16 @@ def _waiting(mapper: Mapper) -> None:
     one source per model, never both added (they count the same waiting requests)."""
     engine = mapper.counter_value((TRT_REQUESTS,), {"request_type": "waiting"})
     pending = mapper.counter_value((PENDING,))
-    for model, value in {**pending, **engine}.items():
+    serve = mapper.counter_value((SERVE_WAITING,))  # trtllm-serve's (no Triton around it)
+    for model, value in {**pending, **engine, **serve}.items():
         mapper.emit("gpuwatch_engine_requests_waiting", value, model)
 
 
 def _kv_usage(mapper: Mapper) -> None:
     fraction = _kv_max(mapper, "fraction")
+    for labels, value in mapper.rows(SERVE_KV):  # trtllm-serve's used over max blocks
+        model = mapper.model_of(labels)
+        fraction[model] = max(value, fraction.get(model, value))
     used, total = _kv_max(mapper, "used"), _kv_max(mapper, "max")
     for model in used.keys() & total.keys() - fraction.keys():
         if total[model] > 0:
@@ -120,3 +172,14 @@ def _kv_max(mapper: Mapper, kind: str) -> dict[str, float]:
         model = mapper.model_of(labels)
         out[model] = max(value, out.get(model, value))
     return out
+
+
+def _computed_prompt(mapper: Mapper) -> None:
+    """trtllm-serve counts a request's prompt tokens and their cache hits when it finishes,
+    both at once: the difference is what was computed."""
+    prompt = mapper.counter_value((SERVE_PROMPT,))
+    cached = mapper.counter_value((SERVE_CACHED,))
+    for model, value in prompt.items():
+        if model in cached:
+            computed = value - cached[model]
+            mapper.emit("gpuwatch_engine_prompt_tokens_computed_total", computed, model)

@@ -21,6 +21,7 @@ ENGINE_OF = {
     "triton/tensorrtllm-backend-readme.txt": "triton",
     "triton/issue-8561-failure-reasons.txt": "triton",
     "triton/first-response-histogram-docs.txt": "triton",
+    "triton/trtllm-dynamo-docs.txt": "triton",
     "nim/llama-3.1-8b-instruct.txt": "nim",
     "lmdeploy/internlm2_5-7b-chat.txt": "lmdeploy",
     "dynamo/qwen3-0.6b-frontend.txt": "dynamo",
@@ -145,6 +146,25 @@ def test_triton_first_response_histogram_from_milliseconds_to_seconds() -> None:
                                           "+Inf": 37.0}  # fmt: skip
     assert value(s, "ttft_seconds_sum", model="my_model") == 10.771
     assert value(s, "ttft_seconds_count", model="my_model") == 37.0
+
+
+def test_trtllm_serve_names_are_read_under_triton() -> None:
+    s = fixture("triton/trtllm-dynamo-docs.txt")
+    q = {"model": "Qwen/Qwen3-0.6B"}  # model_name; engine_type="trtllm" is summed away
+    # request_success_total{finished_reason="stop"} 150.0, "length" 5.0
+    assert value(s, "requests_finished_total", reason="stop", **q) == 150.0
+    assert value(s, "requests_finished_total", reason="length", **q) == 5.0
+    # TTFT le 0.01 -> 0, 0.05 -> 12 (the docs' example prints no +Inf: kept as printed),
+    # _count 150, _sum 8.75 s
+    assert buckets(s, "ttft_seconds") == {"0.01": 0.0, "0.05": 12.0}
+    assert value(s, "ttft_seconds_count", **q) == 150.0
+    assert value(s, "ttft_seconds_sum", **q) == 8.75
+    # time_per_output_token: per request (150 of them, 12.5 s summed), read as the ITL
+    assert value(s, "inter_token_latency_seconds_sum", **q) == 12.5
+    assert value(s, "e2e_latency_seconds_sum", **q) == 45.2
+    assert value(s, "queue_time_seconds_sum", **q) == 32.1
+    for signal in ("requests_running", "requests_waiting", "kv_cache", "prompt_tokens"):
+        assert absent(s, signal), signal  # not in this example
 
 
 def test_lmdeploy_tokens_and_finish_reasons() -> None:
