@@ -3,8 +3,10 @@
 Per model with an objective (``objective_for``) and per pair of windows of the SRE Workbook's
 Table 5-8 (agent.cost.slo_math.WORKBOOK_WINDOWS: 1h/5m x14.4 and 6h/30m x6 page, 3d/6h x1
 ticket), the condition holds when both windows burn the error budget faster than the pair's
-factor (``fires``). A window's bad fraction is 1 - the LOWER bound of the joint attainment of
-the objective's thresholds over the model's histograms in that window (basis "histograms"): the
+factor (``fires``). Where the model's requests in a window were judged from their own OTLP spans
+(agent.cost.slo_spans: by this very objective), the window's bad fraction is the missed share of
+them, exact (basis "spans"). Otherwise it is 1 - the LOWER bound of the joint attainment of the
+objective's thresholds over the model's histograms in that window (basis "histograms"): the
 worst case the buckets allow, so a threshold between bucket bounds or several thresholds never
 understate the burn. An unknown burn (no observations, or a threshold whose histogram the
 model's engine does not export) never fires.
@@ -30,14 +32,16 @@ from agent.config.slo import SloConfig, objective_for
 from agent.cost.latency import KINDS as LATENCY_KINDS
 from agent.cost.latency import latency_buckets
 from agent.cost.slo_math import WORKBOOK_WINDOWS, BurnWindow, attainment, burn_rate, joint
+from agent.cost.slo_spans import REQUESTS as SPAN_REQUESTS
+from agent.cost.slo_spans import SpanCounts, span_counts
 from agent.cost.split import MINUTE, Split
 from agent.storage.series_math import coarsened_buckets
 from agent.storage.store import Store
-from agent.storage.windows import ReadOnce, WindowSource, histogram_window
+from agent.storage.windows import ReadOnce, WindowSource, counter_increase, histogram_window
 from alerts.duration import format_duration
 from migrations.schema import rollup_state
 
-BASIS = "histograms"
+BASIS, SPANS_BASIS = "histograms", "spans"
 # The histograms the rollups keep (agent.storage.rolled_up): every kind an objective names.
 # A model whose engine does not export one has no burn for that objective.
 KINDS = {kind: metric for metric, kind in LATENCY_KINDS.items()}  # kind -> metric
@@ -50,6 +54,7 @@ WINDOW_SECONDS = tuple(
 
 Buckets = dict[float, float]  # le -> increase over the window
 BucketKey = tuple[str, str, float]  # (model, kind, window seconds)
+Judged = dict[tuple[str, float], tuple[float, float]]  # (model, window s) -> (met, missed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,7 @@ class Burn:
     long: float | None
     short: float | None
     slo: SloConfig
+    basis: str = BASIS  # "spans" when both windows' bad fractions came from request spans
 
 
 @dataclass
@@ -70,6 +76,7 @@ class SloCache:
 
     key: tuple[object, ...] | None = None
     rolled: dict[BucketKey, Buckets] = field(default_factory=dict)
+    judged: Judged = field(default_factory=dict)  # requests judged from spans, rollup part
 
 
 def window_label(window: BurnWindow) -> str:
@@ -105,18 +112,21 @@ def read_burns(
     starts = tuple(_ceil_minute(now - timedelta(seconds=s)) for s in WINDOW_SECONDS)
     key = (host, mark, starts, tuple(sorted(wanted.items(), key=lambda i: i[0])))
     if cache.key != key:
-        cache.rolled, cache.key = _rolled(base, host, set(wanted), mark, starts), key
+        cache.rolled, cache.judged = _rolled(base, host, wanted, mark, starts)
+        cache.key = key
     tail = _tails(store, host, wanted, mark, now)
+    judged_tail = _judged_tails(store, host, wanted, mark, now)
     out = []
     for model, slo in wanted.items():
         burns = {
-            seconds: _burn(slo, model, seconds, cache.rolled, tail, mark, now)
+            seconds: _spans_burn(slo, model, seconds, cache.judged, judged_tail)
+            or (_burn(slo, model, seconds, cache.rolled, tail, mark, now), BASIS)
             for seconds in WINDOW_SECONDS
         }
-        out += [
-            Burn(model, w, burns[w.long_seconds], burns[w.short_seconds], slo)
-            for w in WORKBOOK_WINDOWS
-        ]
+        for w in WORKBOOK_WINDOWS:
+            (long, long_basis), (short, short_basis) = burns[w.long_seconds], burns[w.short_seconds]
+            basis = SPANS_BASIS if long_basis == short_basis == SPANS_BASIS else BASIS
+            out.append(Burn(model, w, long, short, slo, basis))
     return tuple(out)
 
 
@@ -126,20 +136,60 @@ def _ceil_minute(at: datetime) -> datetime:
 
 
 def _rolled(
-    store: Store, host: str, models: set[str], mark: datetime, starts: tuple[datetime, ...]
-) -> dict[BucketKey, Buckets]:
-    """Per (model, kind, window), the bucket increases of the rollup rows in [start, mark)."""
+    store: Store,
+    host: str,
+    wanted: Mapping[str, SloConfig],
+    mark: datetime,
+    starts: tuple[datetime, ...],
+) -> tuple[dict[BucketKey, Buckets], Judged]:
+    """Per (model, kind, window), the bucket increases of the rollup rows in [start, mark);
+    per (model, window), the requests judged from spans by the model's objective there."""
     out: dict[BucketKey, Buckets] = {}
+    judged: Judged = {}
     with store.engine.connect() as conn:
         for seconds, start in zip(WINDOW_SECONDS, starts, strict=True):
             if start >= mark:
                 continue
-            found = latency_buckets(
-                conn, Split.read(conn, start, mark), (host,), models.__contains__
-            )
+            split = Split.read(conn, start, mark)
+            found = latency_buckets(conn, split, (host,), wanted.__contains__)
             for (model, kind), buckets in found.items():
                 out[(model, kind, seconds)] = buckets
+            counted = span_counts(conn, split, (host,), wanted.__contains__)
+            for model, slo in wanted.items():
+                c = counted.get((model, slo.key), SpanCounts(0.0, 0.0, None, None))
+                judged[(model, seconds)] = (c.met, c.missed)
+    return out, judged
+
+
+def _judged_tails(
+    store: WindowSource, host: str, wanted: Mapping[str, SloConfig], mark: datetime, now: datetime
+) -> dict[str, tuple[float, float]]:
+    """Per model, the requests judged from spans after the watermark: (met, missed)."""
+    out: dict[str, tuple[float, float]] = {}
+    for model, slo in wanted.items():
+        match = {"host": host, "model": model, "objective": slo.key}
+        met, missed = (
+            counter_increase(store, SPAN_REQUESTS, mark, now, match | {"result": result}) or 0.0
+            for result in ("met", "missed")
+        )
+        out[model] = (met, missed)
     return out
+
+
+def _spans_burn(
+    slo: SloConfig,
+    model: str,
+    seconds: float,
+    judged: Judged,
+    tail: Mapping[str, tuple[float, float]],
+) -> tuple[float | None, str] | None:
+    """The window's burn from its requests' spans, exact; None where it has none."""
+    met, missed = judged.get((model, seconds), (0.0, 0.0))
+    tail_met, tail_missed = tail.get(model, (0.0, 0.0))
+    met, missed = met + tail_met, missed + tail_missed
+    if met + missed <= 0:
+        return None
+    return burn_rate(missed / (met + missed), slo.objective), SPANS_BASIS
 
 
 def _tails(

@@ -5,7 +5,7 @@ read by agent.alerting.inputs; this module sits above both, so neither imports i
 from __future__ import annotations
 
 from agent.alerting.inputs import AlertInputs
-from agent.alerting.slo_burn import BASIS, window_label
+from agent.alerting.slo_burn import window_label
 from agent.cost.slo_math import fires
 from alerts.duration import format_duration
 from alerts.model import AlertKey, Condition, Severity
@@ -39,7 +39,7 @@ def slo_burn_rate(spec: RuleSpec, inputs: AlertInputs) -> list[Condition] | None
             "factor": f"{window.factor:g}",
             "objective": f"{burn.slo.objective:g}",
             "thresholds": thresholds,
-            "basis": BASIS,
+            "basis": burn.basis,
             "severity": severity.value,
             "summary": summary,
         }
