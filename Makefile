@@ -205,6 +205,8 @@ BENCH_SHORT := \
 	"scrape.py" \
 	"storage.py --hours 2" \
 	"rollup.py --history-days 1 --hosts 4" \
+	"rollup_bytes.py --hours 1.1" \
+	"slo_burn.py --targets 1,16 --history-days 4,30" \
 	"cost.py --days 3" \
 	"report.py --step-seconds 600 --hosts 8" \
 	"fleet_ingest.py --boxes 1,4 --hours 0.25 --minutes 5 --ticks 10" \
