@@ -32,6 +32,7 @@ from agent.config.digest import DigestConfig, parse_digest
 from agent.config.energy import EnergyConfig, parse_energy
 from agent.config.export import ExportConfig, parse_export
 from agent.config.fleet import FleetConfig, parse_fleet
+from agent.config.gateways import GatewayConfig, parse_gateways
 from agent.config.kubernetes import KubernetesConfig, parse_kubernetes
 from agent.config.listen import parse_listen
 from agent.config.notify import AlertmanagerConfig as AlertmanagerConfig
@@ -152,6 +153,7 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     collectors: CollectorsConfig = field(default_factory=CollectorsConfig)
     targets: tuple[TargetConfig, ...] = ()
+    gateways: tuple[GatewayConfig, ...] = ()  # [[gateways]]: who sent the tokens (tenants)
     rates: tuple[Rate, ...] = ()
     cost: CostConfig = field(default_factory=CostConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
@@ -247,6 +249,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
             "daemon",
             "collectors",
             "targets",
+            "gateways",
             "labels",
             "rates",
             "budget",
@@ -297,6 +300,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
     own = (teams.Label(t.name, t.team, t.project, config.host) for t in config.targets)
     labels = teams.parse_labels(r, top, own)
     config = replace(config, labels=labels, budget=parse_budget(r, top, labels))
+    config = replace(config, gateways=parse_gateways(r, top, (t.name for t in config.targets)))
     if r.problems:
         raise ConfigError(source, r.problems)
     return config

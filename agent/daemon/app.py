@@ -27,6 +27,7 @@ from agent.alerting.inputs import (
 )
 from agent.alerting.local_outbox import LocalOutbox, outbox_path
 from agent.alerting.recent import RecentWindows
+from agent.collect.gateways import gateway_collectors
 from agent.collect.kubernetes import kubelet_collector
 from agent.collect.runner import CollectorRunner, Round
 from agent.collect.spans import span_collector
@@ -76,6 +77,7 @@ def build_collectors(config: Config, inbox: SpanInbox | None = None) -> list[Col
         nvml = config.collectors.nvml
         collectors.append(NvmlCollector(host=config.host, gpm_pipes=nvml.gpm_pipes, pods=pods))
     collectors.extend(ScrapeCollector(target_spec(t), host=config.host) for t in config.targets)
+    collectors.extend(gateway_collectors(config))  # [[gateways]]: tokens per tenant
     if inbox is not None:
         collectors.append(span_collector(config, inbox))
     return collectors

@@ -34,6 +34,11 @@ SPEC_DECODE_ACCEPTED_TOKENS = "gpuwatch_engine_spec_decode_accepted_tokens_total
 # objective (collectors.otlp): the objectives' exact basis, one row per series per minute.
 SLO_SPAN_REQUESTS = "gpuwatch_slo_span_requests_total"
 SLO_SPAN_OUTPUT_TOKENS = "gpuwatch_slo_span_output_tokens_total"
+# A gateway's counters per tenant and model (collectors.gateways): each tenant's share of a
+# model's tokens, and the gateway's list-price spend against the real cost (agent.cost.tenants).
+GATEWAY_PROMPT_TOKENS = "gpuwatch_gateway_prompt_tokens_total"
+GATEWAY_GENERATION_TOKENS = "gpuwatch_gateway_generation_tokens_total"
+GATEWAY_SPEND = "gpuwatch_gateway_spend_usd_total"
 # Gauges whose highest value per window the report reads (``rollups.max``): VRAM per GPU.
 MEMORY_USED = "gpuwatch_gpu_memory_used_bytes"
 MEMORY_TOTAL = "gpuwatch_gpu_memory_total_bytes"
@@ -70,6 +75,9 @@ SERIES_ROLLUPS = frozenset(
         SPEC_DECODE_ACCEPTED_TOKENS,
         SLO_SPAN_REQUESTS,
         SLO_SPAN_OUTPUT_TOKENS,
+        GATEWAY_PROMPT_TOKENS,
+        GATEWAY_GENERATION_TOKENS,
+        GATEWAY_SPEND,
         MEMORY_USED,
         MEMORY_TOTAL,
         KV_CACHE_USAGE,
