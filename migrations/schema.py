@@ -275,6 +275,30 @@ gpu_allocations = Table(
     sqlite_with_rowid=False,
 )
 
+# The share of a GPU's bucket that each Kubernetes pod used (agent.cost.pods), its cost and
+# how it was split: the seconds split by the pods' SM utilization, by their memory, and by the
+# kubelet's allocation alone (no process on the GPU); the rest was the GPU's only pod. A GPU
+# on a Kubernetes node is allocated whole: processes in no known pod count as
+# "(unattributed)", time nobody held as "(no pod)", so a GPU's pods add up to its cost.
+gpu_pod_allocations = Table(
+    "gpu_pod_allocations",
+    metadata,
+    Column("host", String(255), primary_key=True),
+    Column("gpu_uuid", String(100), primary_key=True),
+    Column("namespace", String(255), primary_key=True),
+    Column("pod", String(255), primary_key=True),
+    Column("resolution", Integer, primary_key=True),
+    Column("start", UtcInstant(), primary_key=True),
+    Column("seconds", Double, nullable=False),
+    Column("busy_seconds", Double, nullable=False),
+    Column("cost_usd", Numeric(24, 12), nullable=True),
+    Column("sm_seconds", Double, nullable=False),
+    Column("memory_seconds", Double, nullable=False),
+    Column("request_seconds", Double, nullable=False),
+    Index("ix_gpu_pod_allocations_resolution_start", "resolution", "start"),
+    sqlite_with_rowid=False,
+)
+
 # How far each host's rollup has got (exclusive end of the last complete bucket).
 rollup_state = Table(
     "rollup_state",

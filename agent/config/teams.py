@@ -11,6 +11,10 @@
     host = "box-2"              # optional: without it, the target's name on any host
     team = "ads"
 
+    [[labels]]                  # a Kubernetes namespace: its pods' GPU time (agent.cost.pods)
+    namespace = "ml-prod"       # alone: not with target or host
+    team = "search"
+
 A target's own labels are for it on this host (``host``). The most specific label counts: one
 naming the target and its host, then the target's name on any host, then the host.
 
@@ -41,6 +45,7 @@ class Label:
     team: str | None = None
     project: str | None = None
     host: str | None = None
+    namespace: str | None = None  # a Kubernetes namespace's label (then target and host None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,8 @@ class Labels:
         the empty label when none matches."""
         best, rank = Label(target), 0
         for entry in self.entries:
+            if entry.namespace is not None:
+                continue
             if entry.target == target and entry.host in (host, None):
                 found = 3 if entry.host == host else 2
             elif entry.target is None and entry.host == host:
@@ -70,6 +77,16 @@ class Labels:
 
     def project(self, host: str, target: str) -> str:
         return self.of(host, target).project or UNLABELLED
+
+    def of_namespace(self, namespace: str) -> Label:
+        """A Kubernetes namespace's label; the empty label when none names it."""
+        found = (e for e in self.entries if e.namespace is not None and e.namespace == namespace)
+        return next(found, Label(None, namespace=namespace))
+
+    @property
+    def namespaces(self) -> bool:
+        """Whether any label names a namespace."""
+        return any(e.namespace is not None for e in self.entries)
 
     @property
     def teams(self) -> frozenset[str]:
@@ -92,20 +109,29 @@ def parse_labels(r: Reader, top: dict[str, Any], own: Iterable[Label]) -> Labels
     host, or on any host) is a problem, so which label counts is never a guess."""
     entries = [label for label in own if label.team or label.project]
     seen = {(e.target, e.host) for e in entries}
-    allowed = {"target", "host", *LABEL_KEYS}
+    allowed = {"target", "host", "namespace", *LABEL_KEYS}
     for i, item in enumerate(r.array(top, "labels")):
         path = f"labels[{i}]"
         before = len(r.problems)
         t = r.table(item, path, allowed)
         target = label_value(r, t, f"{path}.target")
         host = label_value(r, t, f"{path}.host")
+        namespace = label_value(r, t, f"{path}.namespace")
         team, project = (label_value(r, t, f"{path}.{key}") for key in LABEL_KEYS)
-        if f"{path}.target" not in t and f"{path}.host" not in t:
-            r.problem(path, "missing target or host (a target's name, a host, or both)")
+        if f"{path}.namespace" in t and (f"{path}.target" in t or f"{path}.host" in t):
+            r.problem(path, "a namespace's label names no target or host: give it alone")
+        elif f"{path}.namespace" not in t and f"{path}.target" not in t and f"{path}.host" not in t:
+            r.problem(path, "missing target or host (a target's name, a host, or both), "
+                      "or a Kubernetes namespace")  # fmt: skip
         elif not any(f"{path}.{key}" in t for key in LABEL_KEYS):
             r.problem(path, "no label: give a team, a project or both")
         elif len(r.problems) > before or (team is None and project is None):
             continue  # a wrong value, already reported
+        elif namespace is not None:
+            if namespace in {e.namespace for e in entries}:
+                r.problem(path, f"namespace {namespace!r} is labelled twice")
+            else:
+                entries.append(Label(None, team, project, namespace=namespace))
         elif (target, host) in seen:
             what = f"target {target!r}" if target else "every target"
             where = f" on {host}" if host else ""

@@ -166,6 +166,10 @@ class Allocator:
                     return ports[inodes[inode]]
         return None
 
+    def target_of_pid(self, pid: int) -> str | None:
+        """The target this round's process ``pid`` was found to serve (agent.cost.pods)."""
+        return self._by_pid.get(pid)
+
     def _forget_exited(self, alive: set[int]) -> None:
         for pid in [p for p in self._by_pid if p not in alive]:
             del self._by_pid[pid]

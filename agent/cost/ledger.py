@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import TypeVar
 
+from agent.cost.pods_ledger import PodKey, PodShare, add_pods, basis_of
 from agent.cost.ratecard import GpuPrice
 from agent.storage.rollup import bucket_of
 
@@ -28,6 +30,7 @@ PriceAt = Callable[[datetime], GpuPrice | None]
 # Grams of CO2 for some joules of GPU energy used at an instant (PUE and grid intensity);
 # None: unknown (agent.cost.carbon).
 Co2Of = Callable[[float, datetime], float | None]
+K = TypeVar("K", str, tuple[str, str])  # a target's name, or a pod's (namespace, pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,10 @@ class Observation:
     sm_utilization: Mapping[str, float] = field(default_factory=dict)
     sm_active: float | None = None  # 0-1 from GPM or DCGM profiling; None: no such source
     power_watts: float | None = None  # integrated where the energy counter is missing
+    # On Kubernetes (agent.cost.pods): (namespace, pod) -> memory bytes, and their summed SM
+    # utilization where NVML gave every process one; empty: not on Kubernetes
+    pods: Mapping[PodKey, float] = field(default_factory=dict)
+    pod_sm: Mapping[PodKey, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,6 +67,7 @@ class Usage:
     sm_idle_cost_usd: Decimal | None = None  # cost x (1 - SM activity) over those seconds
     co2_grams: float | None = None
     power_integrated_seconds: float = 0.0  # seconds whose energy is power x time
+    pods: dict[PodKey, PodShare] = field(default_factory=dict)  # agent.cost.pods_ledger
 
 
 @dataclass
@@ -72,8 +80,8 @@ class Allocation:
 
 
 def shares(
-    targets: Mapping[str, float], rule: str, sm_utilization: Mapping[str, float] = {}
-) -> dict[str, float]:
+    targets: Mapping[K, float], rule: str, sm_utilization: Mapping[K, float] = {}
+) -> dict[K, float]:
     """Each target's share of a GPU: equal, or (the default rule, "memory") by SM utilization
     where every target on it has one and they sum above 0, else by memory used; empty:
     unallocated."""
@@ -88,7 +96,7 @@ def shares(
     return {t: m / total for t, m in targets.items()}
 
 
-def split_by_sm(targets: Mapping[str, float], sm_utilization: Mapping[str, float]) -> bool:
+def split_by_sm(targets: Mapping[K, float], sm_utilization: Mapping[K, float]) -> bool:
     """Whether a GPU's targets are split by SM utilization rather than by memory."""
     return all(t in sm_utilization for t in targets) and sum(sm_utilization[t] for t in targets) > 0
 
@@ -116,6 +124,8 @@ def meter(
         if integrated:
             energy = _power_step(before.power_watts, after.power_watts, length)
         split = shares(after.targets, split_rule, after.sm_utilization)
+        pod_split = shares(after.pods, split_rule, after.pod_sm)
+        pod_basis = basis_of(after.pods, after.pod_sm, split_rule)
         for start, lo, seconds in _spread(before.ts, after.ts, bucket_seconds):
             hi = lo + timedelta(seconds=seconds)
             for part, price in _priced(lo, hi, price_at):
@@ -124,6 +134,7 @@ def meter(
                 usage = buckets[start]
                 cost = _add(usage, part, after.utilization, joules, price, split)
                 _add_work(usage, part, after.sm_active, cost, joules, co2, split)
+                add_pods(usage.pods, part, after.utilization, cost, pod_split, pod_basis)
                 usage.power_integrated_seconds += part if integrated else 0.0
     return dict(buckets)
 

@@ -20,6 +20,9 @@ from sqlalchemy import Connection, Engine, insert, select
 from agent.config.settings import Config
 from agent.cost.carbon import co2_of
 from agent.cost.ledger import Allocation, Co2Of, Observation, Usage, meter
+from agent.cost.pods import POD_MEMORY, POD_SM
+from agent.cost.pods_ledger import PodKey, PodShare
+from agent.cost.pods_metering import merge_pods, write_pods
 from agent.cost.ratecard import GpuPrices, RateCard
 from agent.storage.buckets import FINER, floor_to
 from agent.storage.rollup import (
@@ -41,7 +44,8 @@ POWER = "gpuwatch_gpu_power_watts"
 TARGET_MEMORY = "gpuwatch_target_gpu_memory_bytes"
 TARGET_SM = "gpuwatch_target_gpu_sm_utilization_ratio"
 # What gpu_observations reads.
-METERED = frozenset({GPU_INFO, UTIL, ENERGY, SM_ACTIVE, POWER, TARGET_MEMORY, TARGET_SM})
+METERED = frozenset({GPU_INFO, UTIL, ENERGY, SM_ACTIVE, POWER, TARGET_MEMORY, TARGET_SM,
+                     POD_MEMORY, POD_SM})  # fmt: skip
 UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
@@ -146,6 +150,8 @@ class LedgerMeter:
             conn.execute(insert(gpu_usage), usage_rows)
         if allocation_rows:
             conn.execute(insert(gpu_allocations), allocation_rows)
+        pods = ((uuid, bucket, u.pods) for (uuid, _, bucket), u in usage.items())
+        write_pods(conn, self.host, pods, resolution, start, end)
 
     def _merged_usage(
         self, conn: Connection, resolution: int, start: datetime, end: datetime
@@ -184,6 +190,11 @@ class LedgerMeter:
             a.cost_usd = sum_opt(a.cost_usd, row["cost_usd"])
             a.energy_joules = sum_opt(a.energy_joules, row["energy_joules"])
             a.co2_grams = sum_opt(a.co2_grams, row["co2_grams"])
+
+        def pods_of(uuid: str, at: datetime) -> dict[PodKey, PodShare]:
+            return merged.setdefault((uuid, at), Usage()).pods
+
+        merge_pods(conn, self.host, resolution, start, end, pods_of)
         return {(uuid, index_of.get(uuid, ""), at): u for (uuid, at), u in merged.items()}
 
 
@@ -195,7 +206,7 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
             continue
         gpu = (labels.get("gpu_uuid", ""), labels.get("gpu_index", ""))
         for ts, value in points.get(sid, []):
-            reading = seen[gpu].setdefault(ts, {"targets": {}, "sm": {}})
+            reading = seen[gpu].setdefault(ts, {"targets": {}, "sm": {}, "pods": {}, "pod_sm": {}})
             if metric == GPU_INFO:
                 reading["seen"] = True
             elif metric == UTIL:
@@ -206,6 +217,9 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
                 reading["sm_active"] = min(1.0, max(0.0, value))
             elif metric == POWER:
                 reading["power"] = value
+            elif metric in (POD_MEMORY, POD_SM):
+                pod = (labels.get("namespace", ""), labels.get("pod", ""))
+                reading["pods" if metric == POD_MEMORY else "pod_sm"][pod] = value
             else:
                 basis = "targets" if metric == TARGET_MEMORY else "sm"
                 reading[basis][labels.get("target", "")] = value
@@ -219,6 +233,8 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
                 r["sm"],
                 r.get("sm_active"),
                 r.get("power"),
+                r["pods"],
+                r["pod_sm"],
             )  # fmt: skip
             for ts, r in sorted(readings.items())
             if r.get("seen")

@@ -37,6 +37,7 @@ from agent.cost.allocation import Allocator, TargetPlacement
 from agent.cost.billing import BillingJob
 from agent.cost.budget import gather_budget
 from agent.cost.metering import rollup_for
+from agent.cost.pods import pod_samples
 from agent.cost.signals import host_samples, hourly_prices
 from agent.daemon.deadline import Deadline, DeadlineExceeded
 from agent.daemon.fleet import FleetLink
@@ -216,6 +217,7 @@ class App:
         round_ = self.runner.run(now)
         samples = [s for _, s in round_.tagged_samples()]
         derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
+        derived += pod_samples(self.config.host, samples, now, self.allocator.target_of_pid)
         return replace(round_, derived=round_.derived + tuple(derived))
 
     def _store(self, round_: Round, now: datetime) -> None:

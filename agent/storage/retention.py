@@ -14,6 +14,7 @@ from agent.storage.buckets import DAY, HOUR, MINUTE, day_floor
 from migrations.schema import (
     collector_runs,
     gpu_allocations,
+    gpu_pod_allocations,
     gpu_usage,
     histogram_rollups,
     rollups,
@@ -63,7 +64,7 @@ def trim_rollups(
                     rolled.c.start < cutoff,
                 )
             )
-        for table in (gpu_usage, gpu_allocations):
+        for table in (gpu_usage, gpu_allocations, gpu_pod_allocations):
             conn.execute(
                 delete(table).where(
                     table.c.host == host, table.c.resolution == resolution, table.c.start < cutoff

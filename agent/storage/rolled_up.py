@@ -49,6 +49,9 @@ KV_CACHE_USAGE = "gpuwatch_engine_kv_cache_usage_ratio"
 REQUESTS_WAITING = "gpuwatch_engine_requests_waiting"
 # Ticks per rule that split a shared GPU's cost (``rollups.count``; agent.cost.split_basis).
 SPLIT_BASIS = "gpuwatch_gpu_split_basis_info"
+# Ticks a target's processes ran in a Kubernetes pod (``rollups.count``; agent.cost.pods_read):
+# which pod's useful tokens a target's are.
+TARGET_POD = "gpuwatch_target_pod_info"
 
 # Histograms (base names) whose bucket increases the report's latency quantiles and the alert
 # inputs' 24 h baseline read: one ``histogram_rollups`` row per histogram and bucket time.
@@ -83,6 +86,7 @@ SERIES_ROLLUPS = frozenset(
         KV_CACHE_USAGE,
         REQUESTS_WAITING,
         SPLIT_BASIS,
+        TARGET_POD,
     }
 )
 HISTOGRAM_ROLLUPS = frozenset({TTFT, E2E, ITL, QUEUE})

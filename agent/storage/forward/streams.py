@@ -34,6 +34,7 @@ from migrations.schema import (
     alert_history,
     cost_records,
     gpu_allocations,
+    gpu_pod_allocations,
     gpu_usage,
     histogram_layouts,
     histogram_rollups,
@@ -139,6 +140,7 @@ STREAMS: tuple[Stream, ...] = (
     Stream(histogram_rollups, Buckets(), refs=(*ON_SERIES, ("layout_id", LAYOUTS))),
     Stream(gpu_usage, Buckets()),
     Stream(gpu_allocations, Buckets()),
+    Stream(gpu_pod_allocations, Buckets()),
     Stream(
         alert_history,
         OpenRows(),
