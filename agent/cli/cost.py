@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from agent.cli import cost_teams, focus_import
+from agent.cli import cost_teams, cost_tenants, focus_import
 from agent.cli.columns import aligned
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
@@ -56,6 +56,7 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
     rule, split = config.cost.useful_tokens, config.cost.shared_gpu_split
     if args.json:
         document = _as_json(summary, recon, config.zone, split) | cost_work.as_json(work, energy)
+        document |= cost_tenants.as_json(config, summary)  # [[gateways]]: who pays (tenants)
         for model in document["models"]:
             if model["name"] in by_model:
                 model.update(cost_work.model_json(by_model[model["name"]]))
@@ -69,6 +70,7 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         lines = _table(summary, recon, args.window, config.zone, split)
         lines += cost_work.lines(work, energy)
         lines += cost_teams.lines(summary, config.labels, rule)
+        lines += cost_tenants.lines(config, summary)
         # Model and host names come from scraped labels: no control character reaches the tty.
         print(printable("\n".join(lines), keep="\n"))
     return 0

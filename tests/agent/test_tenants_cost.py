@@ -1,0 +1,121 @@
+"""Who pays behind a gateway, end to end: a vLLM engine and a LiteLLM replay (two keys on one
+model, tests/fixtures/gateways/litellm) scraped over loopback HTTP by the App, ticked and rolled
+up over the fake NVML. Each key's cost is its token share of the model's real cost, the rest is
+"(unattributed)", and the lines add up to the model's cost exactly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config.settings import load_config
+from agent.daemon.app import App
+from agent.sim.gateway import GatewayReplay
+from agent.sim.server import EngineServer
+from agent.sim.traffic import Traffic
+from agent.storage.db import upgrade_database
+from tests.conftest import FakeNvml
+from tests.fakenvml.build import FakeGpu, FakeNvmlConfig
+
+GPU = "GPU-dddddddd-1111-2222-3333-444444444444"
+MODEL = "llama-8b"
+CAPTURE = (Path(__file__).parents[1] / "fixtures/gateways/litellm/two-keys.txt").read_text()
+START = datetime(2026, 11, 30, 16, 0, 0, tzinfo=UTC)
+STEP = timedelta(seconds=10)
+TICKS = 13
+# Each tick, the capture's counters grow by a thousandth: search-app 24 output tokens,
+# chat-bot 8 (3:1); the engine serves far more, so part of the model is nobody's.
+GROWTH = 0.001
+
+
+@pytest.fixture
+def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App, Path]]:
+    fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=GPU, util=60),)))
+    traffic = Traffic(models=(MODEL,))
+    with EngineServer("vllm-0.33", traffic) as engine, GatewayReplay(CAPTURE) as gateway:
+        path = tmp_path / "gpuwatch.toml"
+        path.write_text(
+            f'host = "box"\ndatabase_url = "{db_url}"\n[daemon]\ninterval_seconds = 10\n'
+            '[[rates]]\ngpu = "*"\nusd_per_hour = 3.6\n'
+            f'[[targets]]\nname = "t1"\nurl = "{engine.url}"\ngpus = [0]\n'
+            f'[[gateways]]\nname = "litellm"\nurl = "{gateway.url}"\n'
+            f'[gateways.models]\n"meta-llama/Llama-3.1-8B-Instruct" = "{MODEL}"\n'
+        )
+        upgrade_database(db_url)
+        app = App.open(load_config(str(path), {}))
+        try:
+            for i in range(TICKS):
+                if i:
+                    traffic.serve(10)
+                    gateway.advance(1.0 + i * GROWTH)
+                now = START + i * STEP
+                app.tick(now)
+                app.roll_up(now)
+            yield app, path
+        finally:
+            app.close()
+
+
+def _cost_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    from agent.cli.main import main  # the command as users run it, in this process
+
+    assert main(["cost", "--window", "30d", "--json", "--config", str(path)]) == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly(
+    box: tuple[App, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = _cost_json(box[1], capsys)
+    (model,) = document["models"]
+    cost, useful = Decimal(model["cost_usd"]), model["useful_tokens"]
+    assert cost > 0
+    tenants = {t["name"]: t for t in document["tenants"]}
+    assert list(tenants) == ["chat-bot", "search-app", "(unattributed)"]
+    # 12 ticks of growth: 24 and 8 output tokens a tick (the first scrape is the baseline).
+    search, chat = tenants["search-app"], tenants["chat-bot"]
+    assert search["useful_tokens"] == pytest.approx(24 * 12)
+    assert chat["useful_tokens"] == pytest.approx(8 * 12)
+    assert useful > search["useful_tokens"] + chat["useful_tokens"]
+    for t in (search, chat):
+        share = Decimal(repr(t["useful_tokens"] / useful))
+        assert Decimal(t["cost_usd"]) == pytest.approx(cost * share, abs=Decimal("0.000001"))
+        assert Decimal(t["cost_per_million_tokens_usd"]) == pytest.approx(
+            Decimal(t["cost_usd"]) / Decimal(repr(t["useful_tokens"])) * 1_000_000,
+            rel=Decimal("1e-6"),
+        )
+    rest = tenants["(unattributed)"]
+    assert Decimal(rest["cost_usd"]) > Decimal(search["cost_usd"])
+    assert sum(Decimal(t["cost_usd"]) for t in tenants.values()) == cost  # exactly
+    idle = sum(Decimal(t["idle_cost_usd"]) for t in tenants.values())
+    assert 0 < idle < cost  # 60 % busy: some of each line's cost is idle time
+    assert search["idle_share"] == pytest.approx(
+        rest["idle_share"], abs=1e-3
+    )  # micro-dollar rounding
+    # The gateway's list price (its spend counter) against the real cost.
+    listed = Decimal(search["list_price_usd"])
+    assert listed == pytest.approx(Decimal("0.0252") * 12 * Decimal(GROWTH), abs=Decimal("2e-6"))
+    assert Decimal(search["list_minus_cost_usd"]) == listed - Decimal(search["cost_usd"])
+    assert rest["list_price_usd"] is None  # no gateway priced what went through none
+    assert document["tenant_models_not_served"] == ["gpt-4o"]
+
+
+def test_the_cost_table_lists_the_tenants(
+    box: tuple[App, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.cli.main import main
+
+    assert main(["cost", "--window", "30d", "--config", str(box[1])]) == 0
+    out = capsys.readouterr().out
+    (header,) = [line for line in out.splitlines() if line.startswith("by tenant")]
+    assert "idle %" in header and "list - cost" in header
+    for name in ("search-app", "chat-bot", "(unattributed)"):
+        assert any(line.startswith(name + " ") for line in out.splitlines()), name
+    assert "gateway models no GPU here served: gpt-4o" in out
