@@ -96,8 +96,12 @@ def _table(
         for line in group:
             name = line.name if label == "fleet" else f"{label} {line.name}"
             cost = "n/a" if line.cost_unknown else f"{line.cost_usd:,.2f}"
-            rows.append([name, cost, f"{line.useful_tokens:,.0f}", _per_million(line),
-                         f"{line.total_tokens:,.0f}", _abandoned(line)])  # fmt: skip
+            useful, total = (
+                (f"{line.useful_tokens:,.0f}", f"{line.total_tokens:,.0f}")
+                if line.tokens.bases
+                else ("not counted", "not counted")  # no token source (Ollama): unknown, not 0
+            )
+            rows.append([name, cost, useful, _per_million(line), total, _abandoned(line)])
             if line.cost_unknown:
                 unknown.append(f"  {name}: {line.cost_unknown}")
     lines = [
@@ -169,10 +173,11 @@ def _as_json(
             "name": x.name,
             "cost_usd": None if x.cost_unknown else str(round(x.cost_usd, 6)),
             "cost_unknown_reason": x.cost_unknown,
-            "useful_tokens": x.useful_tokens,
+            # No token source at all (Ollama exports no token counters): unknown, never 0.
+            "useful_tokens": x.useful_tokens if x.tokens.bases else None,
             "useful_tokens_source": x.tokens.basis or None,
-            "output_tokens": x.output_tokens,
-            "total_tokens": x.total_tokens,
+            "output_tokens": x.output_tokens if x.tokens.bases else None,
+            "total_tokens": x.total_tokens if x.tokens.bases else None,
             "generated_tokens": x.tokens.generated,
             "abandoned_tokens": x.tokens.abandoned,
             "abandoned_cost_usd": None if abandoned_usd is None else str(round(abandoned_usd, 6)),

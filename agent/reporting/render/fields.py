@@ -172,12 +172,14 @@ def spend_source_record(s: SpendSource) -> Record:
 
 def model_record(m: ModelRow) -> Record:
     per_m, previous = m.cost_per_million_tokens_usd, m.previous_cost_per_million_tokens_usd
+    # No token source at all (Ollama has no token counters): unknown, not 0 tokens.
+    counted = bool(m.useful_tokens_source)
     record: Record = {
         "model": Cell(Kind.TEXT, m.model),
-        "requests": Cell(Kind.COUNT, m.requests),
-        "useful_tokens": Cell(Kind.COUNT, m.useful_tokens),
-        "output_tokens": Cell(Kind.COUNT, m.output_tokens),
-        "total_tokens": Cell(Kind.COUNT, m.total_tokens),
+        "requests": Cell(Kind.COUNT, m.requests if counted else None, UNCOUNTED),
+        "useful_tokens": Cell(Kind.COUNT, m.useful_tokens if counted else None, UNCOUNTED),
+        "output_tokens": Cell(Kind.COUNT, m.output_tokens if counted else None, UNCOUNTED),
+        "total_tokens": Cell(Kind.COUNT, m.total_tokens if counted else None, UNCOUNTED),
         "cost_usd": _cost(m.cost_usd, m.cost_unknown_reason),
         "cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, per_m),
         "previous_cost_per_million_tokens_usd": Cell(Kind.USD_PER_M, previous),
