@@ -8,16 +8,21 @@ from typing import TYPE_CHECKING, Any
 from agent.cli.columns import aligned
 
 if TYPE_CHECKING:
-    from agent.config.teams import Labels
+    from agent.config.teams import Label, Labels
+    from agent.cost.pods_read import PodCosts
     from agent.cost.summarize import Summary
     from agent.cost.teams import GroupLine
 
 
-def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, ...]]:
+def groups(
+    s: Summary, labels: Labels, rule: str, pods: PodCosts | None = None
+) -> dict[str, tuple[GroupLine, ...]]:
     """ "target", "team" and "project" -> their lines; "(no target)" after them where GPU time was
     held by no target (so that the lines add up to the fleet's metered cost). None where no
-    label is configured (every line would be "(unlabelled)"), as in the report."""
-    from agent.cost import teams
+    label is configured (every line would be "(unlabelled)"), as in the report. ``pods``: the
+    window's Kubernetes pods, whose labelled namespaces' untargeted time joins their teams
+    (agent.cost.pods_teams)."""
+    from agent.cost import pods_teams, teams
 
     # Every serving target's cost and idle dollars, labelled or not.
     targets = teams.roll_up(lambda host, target: f"{host}/{target}", s.targets, s.tokens, rule)
@@ -27,16 +32,25 @@ def groups(s: Summary, labels: Labels, rule: str) -> dict[str, tuple[GroupLine, 
         s.fleet.cost_usd, s.gpu_seconds, sum(g.unpriced_seconds for g in s.gpus), s.targets
     )
     extra = (rest,) if rest.seconds > 0 or rest.cost_usd > 0 else ()
-    return {
-        "target": targets,
-        "team": teams.teams(labels, s.targets, s.tokens, rule) + extra,
-        "project": teams.projects(labels, s.targets, s.tokens, rule) + extra,
-    }
+    team = teams.teams(labels, s.targets, s.tokens, rule) + extra
+    project = teams.projects(labels, s.targets, s.tokens, rule) + extra
+    if pods is not None and labels.namespaces:
+        team = pods_teams.merged(team, pods_teams.namespace_groups(labels, pods, _team))
+        project = pods_teams.merged(project, pods_teams.namespace_groups(labels, pods, _project))
+    return {"target": targets, "team": team, "project": project}
 
 
-def lines(s: Summary, labels: Labels, rule: str) -> list[str]:
+def _team(label: Label) -> str | None:
+    return label.team
+
+
+def _project(label: Label) -> str | None:
+    return label.project
+
+
+def lines(s: Summary, labels: Labels, rule: str, pods: PodCosts | None = None) -> list[str]:
     out: list[str] = []
-    for kind, group in groups(s, labels, rule).items():
+    for kind, group in groups(s, labels, rule, pods).items():
         if not group:
             continue
         rows = [["by " + kind, "cost USD", "useful tokens", "USD / M useful", "idle USD",
@@ -57,9 +71,10 @@ def _per_million(g: GroupLine, rule: str) -> str:
     return "n/a" if value is None else f"${value:,.4f}"
 
 
-def as_json(s: Summary, labels: Labels, rule: str) -> dict[str, Any]:
+def as_json(s: Summary, labels: Labels, rule: str, pods: PodCosts | None = None) -> dict[str, Any]:
     return {
-        f"{kind}s": [_line(g, rule) for g in rows] for kind, rows in groups(s, labels, rule).items()
+        f"{kind}s": [_line(g, rule) for g in rows]
+        for kind, rows in groups(s, labels, rule, pods).items()
     }
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -90,12 +90,26 @@ class PodCosts:
     namespaces: tuple[PodLine, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PodLedger:
+    """A window's pod rows as read (per host, namespace and pod) and which pods each target's
+    processes ran in: what :func:`pod_costs` needs besides the window's tokens."""
+
+    rows: tuple[PodLine, ...] = ()
+    served: Mapping[TargetKey, frozenset[PodName]] = field(default_factory=dict)
+
+
 def read_pods(
     conn: Any, start: datetime, end: datetime, tokens: Mapping[TokenKey, Tokens], rule: str
 ) -> PodCosts:
     """Every pod's and namespace's line over (start, end]; empty off Kubernetes. ``tokens``
     and ``rule``: the window's tokens per target (agent.cost.summarize) and the useful rule."""
-    split = Split.read(conn, start, end)
+    return pod_costs(read_ledger(conn, Split.read(conn, start, end)), tokens, rule)
+
+
+def read_ledger(conn: Any, split: Split, hosts: Collection[str] = ()) -> PodLedger:
+    """The pod rows answering the split's window (of ``hosts`` when given): a few summed rows
+    per pod, whatever the window's length."""
     c = gpu_pod_allocations.c
     query = (
         select(
@@ -113,16 +127,41 @@ def read_pods(
         .where(split.rows(gpu_pod_allocations, c.host))
         .group_by(c.host, c.namespace, c.pod)
     )
-    rows = conn.execute(query).all()
+    if hosts:
+        query = query.where(c.host.in_(sorted(hosts)))
+    rows = tuple(
+        PodLine(
+            namespace,
+            pod,
+            Decimal(0) + (cost or Decimal(0)),
+            seconds,
+            busy,
+            unpriced or 0.0,
+            sm,
+            memory,
+            request,
+            hosts=frozenset({host}),
+        )  # fmt: skip
+        for host, namespace, pod, cost, seconds, busy, unpriced, sm, memory, request in (
+            conn.execute(query).all()
+        )
+    )
     if not rows:
+        return PodLedger()
+    return PodLedger(rows, _served(conn, split, hosts))
+
+
+def pod_costs(ledger: PodLedger, tokens: Mapping[TokenKey, Tokens], rule: str) -> PodCosts:
+    """Pods' and namespaces' lines, sorted by name (the "(...)" placeholders last), with
+    their useful tokens where known."""
+    if not ledger.rows:
         return PodCosts()
-    served = _served(conn, split)
     useful = {key: t.useful(rule) for key, t in _per_target(tokens).items()}
     pods: dict[PodName, PodLine] = {}
-    for host, namespace, pod, cost, seconds, busy, unpriced, sm, memory, request in rows:
-        line = PodLine(namespace, pod, Decimal(0) + (cost or Decimal(0)), seconds, busy,
-                       unpriced or 0.0, sm, memory, request, hosts=frozenset({host}))  # fmt: skip
-        pods[(namespace, pod)] = _plus(pods.get((namespace, pod)), line)
+    for line in ledger.rows:
+        name = (line.namespace, line.pod)
+        pods[name] = _plus(pods.get(name), line)
+    served = ledger.served
     return PodCosts(
         tuple(_with_tokens(p, served, useful) for _, p in sorted(pods.items(), key=_order)),
         _namespaces(pods, served, useful),
@@ -145,9 +184,11 @@ def _plus(a: PodLine | None, b: PodLine) -> PodLine:
     )  # fmt: skip
 
 
-def _served(conn: Any, split: Split) -> dict[TargetKey, set[PodName]]:
+def _served(conn: Any, split: Split, hosts: Collection[str]) -> dict[TargetKey, frozenset[PodName]]:
     """(host, target) -> the pods its processes ran in during the window."""
     query = select(series.c.id, series.c.host, series.c.labels).where(series.c.metric == SERVED)
+    if hosts:
+        query = query.where(series.c.host.in_(sorted(hosts)))
     meta = {sid: (host, json.loads(labels)) for sid, host, labels in conn.execute(query)}
     r = rollups.c
     parts = [
@@ -159,7 +200,7 @@ def _served(conn: Any, split: Split) -> dict[TargetKey, set[PodName]]:
         host, labels = meta[sid]
         if count:
             out[(host, labels["target"])].add((labels["namespace"], labels["pod"]))
-    return out
+    return {key: frozenset(pods) for key, pods in out.items()}
 
 
 def _per_target(tokens: Mapping[TokenKey, Tokens]) -> dict[TargetKey, Tokens]:
@@ -170,7 +211,7 @@ def _per_target(tokens: Mapping[TokenKey, Tokens]) -> dict[TargetKey, Tokens]:
 
 
 def _with_tokens(
-    p: PodLine, served: Mapping[TargetKey, set[PodName]], useful: Mapping[TargetKey, float]
+    p: PodLine, served: Mapping[TargetKey, frozenset[PodName]], useful: Mapping[TargetKey, float]
 ) -> PodLine:
     mine = [key for key, pods in served.items() if (p.namespace, p.pod) in pods]
     alone = all(len(served[key]) == 1 for key in mine)
@@ -182,7 +223,7 @@ def _with_tokens(
 
 def _namespaces(
     pods: Mapping[PodName, PodLine],
-    served: Mapping[TargetKey, set[PodName]],
+    served: Mapping[TargetKey, frozenset[PodName]],
     useful: Mapping[TargetKey, float],
 ) -> tuple[PodLine, ...]:
     out: dict[str, PodLine] = {}

@@ -22,8 +22,10 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from agent.config.settings import Config
+from agent.cost.pods_read import pod_costs, read_ledger
 from agent.cost.provisional import reading
 from agent.cost.split_basis import split_bases
+from agent.cost.tenant_reads import use_on
 from agent.reporting.efficiency_parts import with_efficiency
 from agent.reporting.figures import Figures
 from agent.reporting.model import DataExtent, Period, Report
@@ -43,6 +45,7 @@ from agent.reporting.parts import (
     totals,
 )
 from agent.reporting.period import local_days, previous_period
+from agent.reporting.pod_parts import pod_rows
 from agent.reporting.queries import (
     Wanted,
     Window,
@@ -56,6 +59,7 @@ from agent.reporting.serving_parts import with_serving
 from agent.reporting.serving_reads import estimates, serving_reads
 from agent.reporting.slo_parts import with_slos
 from agent.reporting.team_parts import group_rows, team_budget_rows
+from agent.reporting.tenant_parts import tenant_rows
 
 
 def build_report(
@@ -88,6 +92,8 @@ def build_report(
         moved = estimates(conn, current.split, wanted)
         served = serving_reads(conn, current.split, wanted)
         bases = split_bases(conn, current.split, wanted.hosts)
+        gateway_use = use_on(conn, current.split) if config.gateways else {}
+        pod_ledger = read_ledger(conn, current.split, wanted.hosts)
         fired = history(conn, period)
     figures = Figures.of(current, wanted, rule)
     earlier = Figures.of(previous, wanted, rule)
@@ -100,7 +106,9 @@ def build_report(
     )  # fmt: skip
     models_rows = with_slos(models_rows, measured.buckets, config.slos, measured.spans)
     models_rows = with_serving(models_rows, served)
-    teams, projects = group_rows(figures, config)
+    pod_costs_ = pod_costs(pod_ledger, figures.all_tokens, rule)
+    teams, projects = group_rows(figures, config, pod_costs_)
+    namespace_rows, pod_rows_ = pod_rows(pod_costs_, config.labels, bool(wanted.models))
     return Report(
         generated_at=now,
         period=period,
@@ -129,4 +137,7 @@ def build_report(
         teams=teams,
         projects=projects,
         team_budgets=team_budget_rows(engine, config, period, now),
+        tenants=tenant_rows(models_rows, gateway_use, rule),
+        namespaces=namespace_rows,
+        pods=pod_rows_,
     )

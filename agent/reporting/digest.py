@@ -37,6 +37,8 @@ from agent.reporting.digest_text import (
 )
 from agent.reporting.digest_text import fit as _fit
 from agent.reporting.model import ModelRow, Period, Recommendation, Report
+from agent.reporting.pod_digest import TITLE as NAMESPACES_TITLE
+from agent.reporting.pod_digest import namespace_lines
 from alerts.duration import format_duration
 from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped
 
@@ -68,6 +70,11 @@ def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
             if report.teams
             else []
         ),  # fmt: skip
+        *(
+            [_list_section(NAMESPACES_TITLE, lines, "namespaces")]
+            if (lines := namespace_lines(report))
+            else []
+        ),
         _list_section("Latency p99 (TTFT · end to end)", _latency_lines(report), "models"),
         *(
             [_list_section("Objectives (requests within them)", lines, "models")]

@@ -254,6 +254,43 @@ class GroupRow:
 
 
 @dataclass(frozen=True, slots=True)
+class PodRow:
+    """A Kubernetes pod's or namespace's (``pod`` "") share of the GPUs (agent.cost.pods_read):
+    "(unattributed)": GPU processes in no known pod; "(no pod)": GPU time nobody held."""
+
+    namespace: str
+    pod: str
+    cost_usd: Decimal
+    idle_cost_usd: Decimal
+    gpu_hours: float
+    utilization_ratio: float | None
+    useful_tokens: float | None  # None: unknown (no target served in it alone)
+    cost_per_million_tokens_usd: Decimal | None
+    split_basis: str  # sm_utilization | memory | request | whole_gpu, "+"-joined
+    team: str | None  # a namespace's label ([[labels]] namespace = ...)
+    project: str | None
+    targets: tuple[str, ...]  # "host/target" served in it
+    hosts: tuple[str, ...]
+    cost_unknown_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRow:
+    """A gateway tenant's (API key, user, team) share of its models' cost (agent.cost.tenants):
+    "(unattributed)": tokens of those models no tenant accounts for. Cost None: unknown."""
+
+    name: str
+    cost_usd: Decimal | None
+    useful_tokens: float
+    cost_per_million_tokens_usd: Decimal | None
+    idle_cost_usd: Decimal | None
+    idle_ratio: float | None  # idle cost / cost
+    list_price_usd: Decimal | None  # what the gateway's list prices charged; None: not said
+    list_minus_cost_usd: Decimal | None  # > 0: charged more than its GPU time cost
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TeamBudgetRow:
     """A team's ``[[budget.teams]]`` budget: its metered cost month to date at the period's end
     and the month-end forecast, as the team's budget alerts compute them."""
@@ -373,4 +410,7 @@ class Report:
     teams: tuple[GroupRow, ...] = ()  # by the configured labels (agent.config.teams)
     projects: tuple[GroupRow, ...] = ()
     team_budgets: tuple[TeamBudgetRow, ...] = ()
+    tenants: tuple[TenantRow, ...] = ()  # behind [[gateways]] (agent.reporting.tenant_parts)
+    namespaces: tuple[PodRow, ...] = ()  # Kubernetes (agent.reporting.pod_parts)
+    pods: tuple[PodRow, ...] = ()
     schema_version: int = SCHEMA_VERSION

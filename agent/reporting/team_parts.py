@@ -17,8 +17,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from agent.config.settings import Config
-from agent.cost import teams
+from agent.config.teams import Label
+from agent.cost import pods_teams, teams
 from agent.cost.budget import gather_spend
+from agent.cost.pods_read import PodCosts
 from agent.cost.team_budget import target_costs
 from agent.reporting.figures import Figures, hours
 from agent.reporting.model import GroupRow, Period, TeamBudgetRow
@@ -26,8 +28,12 @@ from agent.reporting.model import GroupRow, Period, TeamBudgetRow
 MINUTE = timedelta(minutes=1)
 
 
-def group_rows(f: Figures, config: Config) -> tuple[tuple[GroupRow, ...], tuple[GroupRow, ...]]:
-    """(teams, projects) of the window; none where no label is configured at all."""
+def group_rows(
+    f: Figures, config: Config, pods: PodCosts | None = None
+) -> tuple[tuple[GroupRow, ...], tuple[GroupRow, ...]]:
+    """(teams, projects) of the window; none where no label is configured at all. ``pods``:
+    the window's Kubernetes pods, whose labelled namespaces' untargeted GPU time joins their
+    teams and projects (agent.cost.pods_teams; not under a model filter)."""
     if not config.labels.entries:
         return (), ()
     targets = f.target_totals()
@@ -40,7 +46,20 @@ def group_rows(f: Figures, config: Config) -> tuple[tuple[GroupRow, ...], tuple[
         extra = (rest,) if rest.seconds > 0 or rest.cost_usd > 0 else ()
     by_team = teams.teams(labels, kept, f.all_tokens, rule, wanted) + extra
     by_project = teams.projects(labels, kept, f.all_tokens, rule, wanted) + extra
+    if pods is not None and labels.namespaces and not f.wanted.models:
+        by_team = pods_teams.merged(by_team, pods_teams.namespace_groups(labels, pods, _team))
+        by_project = pods_teams.merged(
+            by_project, pods_teams.namespace_groups(labels, pods, _project)
+        )
     return _rows(by_team, rule), _rows(by_project, rule)
+
+
+def _team(label: Label) -> str | None:
+    return label.team
+
+
+def _project(label: Label) -> str | None:
+    return label.project
 
 
 def _rows(lines: Sequence[teams.GroupLine], rule: str) -> tuple[GroupRow, ...]:

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.fields import Record
+from agent.reporting.render.pod_sections import pod_record
+from agent.reporting.render.tenant_sections import tenant_record
 from agent.reporting.render.values import Cell, Kind, json_value
 
 T = TypeVar("T")
@@ -55,6 +57,9 @@ def to_document(report: Report) -> dict[str, Any]:
         "teams": _list(report.teams, fields.group_record),
         "projects": _list(report.projects, fields.group_record),
         "team_budgets": _list(report.team_budgets, fields.team_budget_record),
+        "tenants": _list(report.tenants, tenant_record),
+        "namespaces": _list(report.namespaces, pod_record),
+        "pods": _list(report.pods, pod_record),
         "recommendations": _list(report.recommendations, fields.recommendation_record),
         "daily_spend": _list(report.daily_spend, fields.daily_spend_record),
         "model_days": _list(report.model_days, fields.model_day_record),

@@ -21,6 +21,8 @@ from agent.reporting.render.grid import pairs as _pairs
 from agent.reporting.render.grid import text_column as _text
 from agent.reporting.render.model_sections import objectives_sections as _objectives
 from agent.reporting.render.model_sections import serving_section as _serving
+from agent.reporting.render.pod_sections import pod_sections
+from agent.reporting.render.tenant_sections import tenant_sections
 from agent.reporting.render.values import Cell, Kind
 
 
@@ -105,6 +107,8 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _targets(report),
         _hosts(report),
         *group_sections(report),
+        *tenant_sections(report),
+        *pod_sections(report),
         _efficiency(report),
         *_objectives(report),
         _serving(report),
