@@ -22,7 +22,7 @@ def read(config: Config, summary: Summary) -> Tenants | None:
     from agent.cost.provisional import reading
     from agent.cost.split import Split
     from agent.cost.tenant_reads import use_on
-    from agent.cost.tenants import tenants
+    from agent.cost.tenants import summary_models, tenants
     from agent.storage.db import open_database
 
     engine = open_database(config.database_url)
@@ -32,7 +32,8 @@ def read(config: Config, summary: Summary) -> Tenants | None:
             use = use_on(conn, Split.read(conn, summary.start, summary.end))
     finally:
         engine.dispose()
-    return tenants(summary, use, config.cost.useful_tokens)
+    rule = config.cost.useful_tokens
+    return tenants(summary_models(summary, rule), use, rule)
 
 
 def as_json(config: Config, summary: Summary) -> dict[str, Any]:

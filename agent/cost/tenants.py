@@ -10,10 +10,11 @@ The rule, per model over a window:
   model went through no tenant at all;
 - what no tenant accounts for (traffic that bypassed the gateway, requests without a key) is
   the line :data:`UNATTRIBUTED`;
-- each tenant's share is rounded to the micro-dollar; the split starts from the model's cost
-  as shown (rounded to the micro-dollar), and the rounding remainder goes to the unattributed
-  line when there is one (it holds what the shares do not), else to the largest tenant line,
-  so the lines add up to the model's shown cost exactly.
+- each tenant's share is rounded to the step its output shows money in (the micro-dollar in
+  ``gpuwatch cost``, the cent in the report); the split starts from the model's cost as shown
+  (rounded to that step), and the rounding remainder goes to the unattributed line when there
+  is one (it holds what the shares do not), else to the largest tenant line, so the lines add
+  up to the model's shown cost exactly.
 A model whose cost is unknown (no rate for some of its GPU time) leaves its tenants' cost
 unknown (None), never 0. Gateway models no GPU of the fleet served (an API model routed by the
 same gateway) have no real cost here and are listed apart.
@@ -22,16 +23,27 @@ same gateway) have no real cost here and are listed apart.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from agent.cost.summarize import MILLION, Line, Summary, model_shares
+from agent.cost.summarize import MILLION, Summary, model_shares
 from agent.cost.teams import idle_usd
 from agent.cost.tenant_reads import TenantKey, TenantUse
 
 UNATTRIBUTED = "(unattributed)"
 MICRO = Decimal("0.000001")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCost:
+    """What a model cost over a window, as the output that splits it shows it."""
+
+    name: str
+    cost_usd: Decimal
+    useful_tokens: float
+    idle_usd: Decimal
+    cost_unknown: str | None = None  # set: its tenants' cost is unknown too
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,18 +110,22 @@ class Tenants:
     unserved: tuple[str, ...]  # gateway models no GPU of the fleet served
 
 
-def tenants(summary: Summary, use: Mapping[TenantKey, TenantUse], rule: str) -> Tenants:
+def tenants(
+    models: Iterable[ModelCost],
+    use: Mapping[TenantKey, TenantUse],
+    rule: str,
+    step: Decimal = MICRO,
+) -> Tenants:
     """Every model with tenants, split by :func:`split_model`; tenant lines over all models."""
     by_model: dict[str, dict[str, TenantUse]] = defaultdict(dict)
     for (model, tenant), u in use.items():
         by_model[model][tenant] = u
-    lines = {m.name: m for m in summary.models}
-    idle = model_idle(summary, rule)
+    lines = {m.name: m for m in models}
     parts: dict[str, list[TenantModel]] = defaultdict(list)
     for model, used in sorted(by_model.items()):
         if model not in lines:
             continue
-        for part in split_model(lines[model], idle.get(model, Decimal(0)), used, rule):
+        for part in split_model(lines[model], used, rule, step):
             parts[part.tenant].append(part)
     ordered = sorted(parts, key=lambda n: (n == UNATTRIBUTED, n))
     return Tenants(
@@ -117,6 +133,15 @@ def tenants(summary: Summary, use: Mapping[TenantKey, TenantUse], rule: str) -> 
         tuple(m for m in sorted(by_model) if m in lines),
         tuple(m for m in sorted(by_model) if m not in lines),
     )
+
+
+def summary_models(summary: Summary, rule: str) -> list[ModelCost]:
+    """The models of a cost summary (``gpuwatch cost``), each with its idle dollars."""
+    idle = model_idle(summary, rule)
+    return [
+        ModelCost(m.name, m.cost_usd, m.useful_tokens, idle.get(m.name, Decimal(0)), m.cost_unknown)
+        for m in summary.models
+    ]
 
 
 def model_idle(summary: Summary, rule: str) -> dict[str, Decimal]:
@@ -131,7 +156,7 @@ def model_idle(summary: Summary, rule: str) -> dict[str, Decimal]:
 
 
 def split_model(
-    model: Line, idle: Decimal, used: Mapping[str, TenantUse], rule: str
+    model: ModelCost, used: Mapping[str, TenantUse], rule: str, step: Decimal = MICRO
 ) -> list[TenantModel]:
     """One model's cost and idle dollars among its tenants (the module's rule)."""
     tokens = {t: u.useful(rule) for t, u in used.items() if u.useful(rule) > 0}
@@ -142,8 +167,8 @@ def split_model(
     # Whether the tenants account for every token: then no unattributed line, the rounding
     # remainder goes to the largest tenant.
     whole = bool(names) and sum(tokens.values()) >= denominator
-    costs = _portions(_shown(model.cost_usd), shares, names, whole)
-    idles = _portions(_shown(idle), shares, names, whole)
+    costs = _portions(model.cost_usd.quantize(step, ROUND_HALF_EVEN), shares, names, whole, step)
+    idles = _portions(model.idle_usd.quantize(step, ROUND_HALF_EVEN), shares, names, whole, step)
     out = [
         TenantModel(t, model.name, tokens[t], shares[t],
                     None if unknown else costs[t], None if unknown else idles[t],
@@ -159,22 +184,18 @@ def split_model(
 
 
 def _portions(
-    total: Decimal, shares: Mapping[str, Decimal], names: Sequence[str], whole: bool
+    total: Decimal, shares: Mapping[str, Decimal], names: Sequence[str], whole: bool, step: Decimal
 ) -> dict[str, Decimal]:
-    """``total`` by ``shares``, each rounded to the micro-dollar; the remainder to the
+    """``total`` by ``shares``, each rounded to ``step``; the remainder to the
     largest share (``names[0]``) where the tenants are ``whole``, else to the unattributed
     line."""
-    out = {t: (total * shares[t]).quantize(MICRO, ROUND_HALF_EVEN) for t in names}
+    out = {t: (total * shares[t]).quantize(step, ROUND_HALF_EVEN) for t in names}
     remainder = total - sum(out.values(), Decimal(0))
     if whole:
         out[names[0]] += remainder
     else:
         out[UNATTRIBUTED] = remainder
     return out
-
-
-def _shown(amount: Decimal) -> Decimal:
-    return amount.quantize(MICRO, ROUND_HALF_EVEN)
 
 
 def _list_price(u: TenantUse) -> Decimal | None:

@@ -119,3 +119,46 @@ def test_the_cost_table_lists_the_tenants(
     for name in ("search-app", "chat-bot", "(unattributed)"):
         assert any(line.startswith(name + " ") for line in out.splitlines()), name
     assert "gateway models no GPU here served: gpt-4o" in out
+
+
+def _report(app: App, config: Any = None) -> Any:
+    from agent.reporting.build import build_report
+    from agent.reporting.period import range_period
+
+    end = START + (TICKS - 1) * STEP
+    period = range_period(START.isoformat(), (end + timedelta(seconds=1)).isoformat(), "UTC")
+    return build_report(app.engine, config or app.config, period, now=end)
+
+
+def test_the_report_has_the_tenants_adding_up_to_the_model_in_every_format(
+    box: tuple[App, Path],
+) -> None:
+    from agent.reporting.render.dispatch import render
+
+    report = _report(box[0])
+    document = json.loads(render(report, "json"))
+    (model,) = document["models"]
+    tenants = {t["name"]: t for t in document["tenants"]}
+    assert list(tenants) == ["chat-bot", "search-app", "(unattributed)"]
+    # To the cent, as the report shows money: the lines add up to the model's row exactly.
+    assert sum(Decimal(t["cost_usd"]) for t in tenants.values()) == Decimal(model["cost_usd"])
+    assert tenants["search-app"]["useful_tokens"] == 24 * 12
+    assert tenants["search-app"]["models"] == MODEL
+    assert tenants["(unattributed)"]["list_price_usd"] is None
+    for fmt, title in (("table", "TENANTS"), ("markdown", "Tenants"), ("html", "Tenants"),
+                       ("csv", "tenants")):  # fmt: skip
+        text = render(report, fmt)
+        assert title in text and "search-app" in text and "(unattributed)" in text, fmt
+    assert max(len(line) for line in render(report, "table").splitlines()) <= 100
+
+
+def test_without_a_gateway_the_report_has_no_tenants_section(box: tuple[App, Path]) -> None:
+    from dataclasses import replace
+
+    from agent.reporting.render.dispatch import render
+
+    report = _report(box[0], replace(box[0].config, gateways=()))
+    assert report.tenants == ()
+    assert json.loads(render(report, "json"))["tenants"] == []
+    assert "TENANTS" not in render(report, "table")
+    assert "Tenants" not in render(report, "markdown")
