@@ -1,10 +1,12 @@
 """`gpuwatch export focus`: what gpuwatch metered over a period, as a FOCUS Cost and Usage CSV.
 
     gpuwatch export focus [--month [YYYY-MM] | --last-month | --week | --from DATE --to DATE]
-                          [--granularity hour|day] [--focus-version 1.0] [--output FILE]
+                          [--granularity hour|day] [--focus-version 1.0|1.3] [--output FILE]
 
 One row per GPU per UTC hour (or day) of the period (the periods of `gpuwatch report`, cut in
-the configured timezone; default: this month to date), priced from the cost ledger. The CSV
+the configured timezone; default: this month to date), priced from the cost ledger. FOCUS 1.3
+writes a GPU's row that serving targets used as its allocated charges instead (each target's
+busy and idle time, and the time none held it), adding up to the same cost. The CSV
 goes to standard output, or to FILE, written whole or not at all (a temporary file beside it,
 renamed once complete). Notes (what was written, defaults taken, time no rate priced) go to
 standard error, so the CSV can be piped.
@@ -24,10 +26,17 @@ from agent.cli.report import add_period_arguments, choose_period
 from foundation.errors import GpuwatchError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agent.config.settings import Config
+    from agent.reporting.focus_charges import Charge
+    from agent.reporting.focus_rows import Naming
     from agent.reporting.model import Period
 
-VERSIONS = ("1.0",)  # agent.reporting.focus_rows.VERSIONS (not imported: the CLI starts fast)
+# agent.reporting.focus_rows.VERSIONS, and 1.3 (agent.reporting.focus13_rows); not imported:
+# the CLI starts fast. 1.0 stays the default: the FinOps Foundation's validator checks it here.
+VERSIONS = ("1.0", "1.3")
+DEFAULT_VERSION = "1.0"
 
 
 class ExportError(GpuwatchError):
@@ -61,8 +70,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     focus.add_argument(
         "--focus-version",
         choices=VERSIONS,
-        default=VERSIONS[-1],
-        help=f"FOCUS version of the columns (default: {VERSIONS[-1]})",
+        default=DEFAULT_VERSION,
+        help=f"FOCUS version of the columns (default: {DEFAULT_VERSION}); 1.3 adds allocated "
+        "rows per target (busy and idle) and the GPU time no target held",
     )
     focus.add_argument("--output", metavar="FILE", help="write to FILE, not standard output")
     focus.add_argument("--config", metavar="PATH", help="TOML file (default as for `run`)")
@@ -98,40 +108,68 @@ def _export(config: Config, period: Period, args: argparse.Namespace, out: TextI
 
     from agent.cost.provisional import reading
     from agent.reporting.focus_charges import charges
-    from agent.reporting.focus_rows import Naming, as_csv_values, header, row
+    from agent.reporting.focus_rows import Naming
     from agent.storage.db import open_database
 
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header(args.focus_version))
     naming = Naming.of(config.export.focus, config.host, config.labels)
+    version = _Version.of(args.focus_version, config, naming)
+    writer.writerow(version.header)
     written = Written()
     engine = open_database(config.database_url)
     try:
         # Every stored minute counts, the ones not yet rolled up too, as for `gpuwatch cost`.
         with reading(engine, config, (), (period.start, period.end)) as (conn, _):
-            for charge in charges(conn, period, args.granularity):
+            for charge in charges(conn, period, args.granularity, version.shares):
                 if charge.cost_usd is None:
                     written.unpriced_seconds += charge.observed_seconds
                     continue
-                writer.writerow(as_csv_values(row(charge, naming)))
-                written.rows += 1
-                written.billed += charge.cost_usd
+                for values in version.rows(charge):
+                    writer.writerow(version.csv(values))
+                    written.rows += 1
+                    written.billed += Decimal(values["EffectiveCost"] or 0)
     finally:
         engine.dispose()
     return written
+
+
+@dataclass(frozen=True)
+class _Version:
+    """What one FOCUS version writes: its header, a charge's rows, their CSV fields."""
+
+    header: tuple[str, ...]
+    rows: Callable[[Charge], list[dict[str, str | None]]]
+    csv: Callable[[dict[str, str | None]], list[str]]
+    shares: bool  # whether its rows need who used each GPU
+
+    @classmethod
+    def of(cls, version: str, config: Config, naming: Naming) -> _Version:
+        if version == "1.0":
+            from agent.reporting import focus_rows as f10
+
+            return cls(f10.header("1.0"), lambda c: [f10.row(c, naming)], f10.as_csv_values, False)
+        from agent.reporting import focus13_rows as f13
+        from agent.reporting.focus_allocation import sources
+
+        among = sources(config.labels, config.cost.shared_gpu_split)
+        return cls(f13.header(), lambda c: f13.rows(c, naming, among), f13.as_csv_values, True)
 
 
 def _notes(written: Written, config: Config, period: Period, args: argparse.Namespace) -> None:
     from agent.config.export import DEFAULT_PROVIDER
 
     where = "standard output" if args.output is None else args.output
+    each = f"one per GPU per {args.granularity}"
+    if args.focus_version != "1.0":
+        each += ", or per allocated part where targets used it"
     lines = [
         f"FOCUS {args.focus_version} export of {period.label}: {written.rows} rows "
-        f"(one per GPU per {args.granularity}), ${written.billed:,.2f} metered, to {where}"
+        f"({each}), ${written.billed:,.2f} metered, to {where}"
     ]
     if config.export.focus.provider is None:
+        named = "ProviderName" if args.focus_version == "1.0" else "ServiceProviderName"
         lines.append(
-            f"ProviderName is {DEFAULT_PROVIDER!r}: set [export.focus] provider to name who "
+            f"{named} is {DEFAULT_PROVIDER!r}: set [export.focus] provider to name who "
             "hosts these GPUs"
         )
     if written.rows and config.energy.intensity is None:

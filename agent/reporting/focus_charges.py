@@ -34,6 +34,7 @@ from sqlalchemy import Connection, or_, select
 from agent.cost.metering import GPU_INFO
 from agent.cost.split import Split, series_ranges
 from agent.cost.summarize import OUTPUT
+from agent.reporting.focus_shares import Shares, read_shares, token_series
 from agent.reporting.model import Period
 from agent.reporting.period import month_bounds
 from agent.storage.buckets import DAY, HOUR
@@ -65,6 +66,7 @@ class Charge:
     models: tuple[str, ...]
     energy_joules: float | None = None  # the GPU's own energy; None: no counter said
     co2_grams: float | None = None  # of that energy at the facility; None: unknown
+    shares: Shares = Shares()  # who used the GPU (read for FOCUS 1.3's allocated rows only)
 
 
 @dataclass
@@ -91,18 +93,23 @@ class _Sum:
         return None if self.co2_unknown else self.co2
 
 
-def charges(conn: Connection, period: Period, granularity: str) -> Iterator[Charge]:
+def charges(
+    conn: Connection, period: Period, granularity: str, with_shares: bool = False
+) -> Iterator[Charge]:
     """The charges of ``period`` at ``granularity`` ("hour" or "day"), in time order, then by
-    host and GPU; GPUs with no metered time in a charge period have no charge there."""
+    host and GPU; GPUs with no metered time in a charge period have no charge there. With
+    ``with_shares``, each charge says which targets used the GPU (``Charge.shares``)."""
     size = GRANULARITY[granularity]
     names = _gpu_names(conn)
     outputs = _output_series(conn)
+    tokens = token_series(conn) if with_shares else {}
     for piece in pieces(period, size):
         billing = month_bounds(piece[0], period.timezone)
         split = replace(Split.read(conn, *piece), day_until={})  # hour rows, never day rows
         usage = _usage(conn, split, piece[0], size)
         served = _targets(conn, split, piece[0], size)
         models = _models(conn, split, outputs, piece[0], size)
+        shares = read_shares(conn, split, _Bucketing(piece[0], size), tokens) if with_shares else {}
         for (bucket, host, uuid), u in sorted(usage.items()):
             targets = tuple(sorted(served.get((bucket, host, uuid), ())))
             found = {m for t in targets for m in models.get((bucket, host, t), ())}
@@ -111,7 +118,17 @@ def charges(conn: Connection, period: Period, granularity: str) -> Iterator[Char
                 min(_floor(bucket, size) + timedelta(seconds=size), piece[1]), billing,
                 u.observed, u.busy, u.cost, targets, tuple(sorted(found)),
                 u.energy, u.co2_grams,
+                _with_models(shares.get((bucket, host, uuid), Shares()), models, bucket, host),
             )  # fmt: skip
+
+
+def _with_models(
+    shares: Shares, models: Mapping[tuple[datetime, str, str], set[str]], at: datetime, host: str
+) -> Shares:
+    uses = tuple(
+        replace(u, models=tuple(sorted(models.get((at, host, u.target), ())))) for u in shares.uses
+    )
+    return replace(shares, uses=uses)
 
 
 def pieces(period: Period, size: int) -> list[tuple[datetime, datetime]]:
@@ -127,6 +144,17 @@ def pieces(period: Period, size: int) -> list[tuple[datetime, datetime]]:
         month_end = month_bounds(month_end, period.timezone)[1]
     edges = sorted(cuts)
     return list(zip(edges, edges[1:], strict=False))
+
+
+@dataclass(frozen=True, slots=True)
+class _Bucketing:
+    """A row's start -> the start of its charge, in one piece."""
+
+    piece_start: datetime
+    size: int
+
+    def __call__(self, at: datetime) -> datetime:
+        return _bucket(at, self.piece_start, self.size)
 
 
 def _floor(at: datetime, size: int) -> datetime:

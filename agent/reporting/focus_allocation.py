@@ -1,0 +1,181 @@
+"""FOCUS 1.3 split cost allocation: a GPU's charge (the *origin charge*) split into *allocated
+charges*, one per thing that used it, so the parts add up to the charge exactly.
+
+FOCUS 1.3 ("Data Generator-Calculated Split Cost Allocation Handling") replaces the origin
+charge by its allocated charges: their costs and quantities add up to the origin's, and their
+dimensions, unit prices and Tags are the origin's. Each names the method that split it
+(``AllocatedMethodId``, documented in docs/cost.md), what it went to (``AllocatedResourceId``,
+null for the unallocated portion) and that thing's own tags (``AllocatedTags``).
+
+Who used a GPU comes from allocation sources, asked in turn; the first that splits a charge
+splits it. Today there is one, :class:`TargetSource`: the serving targets as the cost ledger
+allocated them (by SM utilization, memory share or equally), each target's part cut into its
+busy and idle time, and the GPU time no target held as the unallocated portion. A source for
+MIG instances, tenants or pods is another :class:`AllocationSource` put before it in
+:func:`sources` (or one that refines a target's parts, built on :func:`exact_parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Protocol
+
+from agent.config.teams import Labels
+from agent.reporting.focus_charges import Charge
+from agent.reporting.focus_shares import Shares, TargetUse
+
+_MONEY = Decimal("1e-12")  # the ledger's scale
+_SECONDS = Decimal("1e-6")
+_HELD = Decimal("0.001")  # unallocated time shorter than this is the ledger's rounding
+
+# AllocatedMethodId values and what each means; docs/cost.md documents each (FOCUS: a method's
+# documentation names one AllocatedMethodId).
+SOLE_TARGET = "gpuwatch-sole-target"
+SM_SHARE = "gpuwatch-sm-utilization-share"
+MEMORY_SHARE = "gpuwatch-memory-share"
+SM_ELSE_MEMORY = "gpuwatch-sm-utilization-else-memory-share"
+EQUAL_SHARE = "gpuwatch-equal-share"
+METHODS = {
+    SOLE_TARGET: "each tick's GPU time went wholly to the one target on the GPU",
+    SM_SHARE: "shared ticks split by the targets' processes' SM utilization",
+    MEMORY_SHARE: "shared ticks split by the targets' processes' GPU memory",
+    SM_ELSE_MEMORY: "shared ticks split by SM utilization where NVML gave it, else by memory",
+    EQUAL_SHARE: "shared ticks split equally among the targets (cost.shared_gpu_split)",
+}
+BUSY, IDLE, UNALLOCATED = "busy", "idle", "unallocated"
+PORTION_TAG = "gpuwatch/portion"
+NO_LABELS = Labels()
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One allocated charge: its cost and GPU-seconds (exact), what it went to (None: the
+    unallocated portion) and that thing's tags."""
+
+    resource_id: str | None
+    resource_name: str | None
+    portion: str  # busy, idle or unallocated
+    cost: Decimal
+    seconds: Decimal
+    tags: Mapping[str, str] = field(default_factory=dict)
+    output_tokens: float | None = None
+    prompt_tokens: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """An origin charge split by one method into parts that add up to it."""
+
+    method_id: str
+    parts: tuple[Part, ...]
+
+
+class AllocationSource(Protocol):
+    """Splits a priced charge into allocated parts, or says None: not mine to split."""
+
+    def allocate(self, charge: Charge) -> Allocation | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSource:
+    """The serving targets that held the GPU, as the cost ledger allocated its time."""
+
+    labels: Labels = NO_LABELS
+    rule: str = "memory"  # cost.shared_gpu_split
+
+    def allocate(self, charge: Charge) -> Allocation | None:
+        if charge.cost_usd is None or not charge.shares.uses:
+            return None
+        parts = [p for use in charge.shares.uses for p in self._parts(charge, use)]
+        return Allocation(method_of(charge.shares, self.rule), exact_parts(charge, parts))
+
+    def _parts(self, charge: Charge, use: TargetUse) -> list[Part]:
+        cost = use.cost_usd or Decimal(0)
+        seconds = _seconds(use.seconds)
+        busy_seconds = min(_seconds(use.busy_seconds), seconds)
+        idle = _idle_cost(cost, seconds, busy_seconds)
+        tags = self._tags(charge.host, use)
+        rid, name = f"{charge.host}/{use.target}", f"{use.target} on {charge.host}"
+        parts = [
+            Part(rid, name, BUSY, cost - idle, busy_seconds, {**tags, PORTION_TAG: BUSY}),
+            Part(f"{rid}/idle", f"{name} (idle)", IDLE, idle, seconds - busy_seconds,
+                 {**tags, PORTION_TAG: IDLE}),
+        ]  # fmt: skip
+        kept = [p for p in parts if p.seconds > 0 or p.cost != 0] or parts[:1]
+        # The target's tokens go on its first row: a target's tokens are not busy or idle.
+        first = kept[0]
+        kept[0] = Part(first.resource_id, first.resource_name, first.portion, first.cost,
+                       first.seconds, first.tags, use.output_tokens, use.prompt_tokens)  # fmt: skip
+        return kept
+
+    def _tags(self, host: str, use: TargetUse) -> dict[str, str]:
+        """The target's tags: FOCUS wants every tag that applies to the allocated resource, and
+        none already in the origin's Tags (the GPU's own: host and index)."""
+        tags = {"gpuwatch/target": use.target}
+        if use.models:
+            tags["gpuwatch/model"] = ",".join(use.models)
+        if self.labels.entries:  # user-defined tags, without the prefix (as in Tags for 1.0)
+            tags["team"] = self.labels.team(host, use.target)
+            tags["project"] = self.labels.project(host, use.target)
+        return tags
+
+
+def sources(labels: Labels = NO_LABELS, rule: str = "memory") -> tuple[AllocationSource, ...]:
+    """The allocation sources, most specific first. MIG instances, tenants and pods go before
+    the targets when they exist: the first source that splits a charge splits it."""
+    return (TargetSource(labels, rule),)
+
+
+def allocate(charge: Charge, among: Sequence[AllocationSource]) -> Allocation | None:
+    for source in among:
+        allocation = source.allocate(charge)
+        if allocation is not None:
+            return allocation
+    return None
+
+
+def method_of(shares: Shares, rule: str) -> str:
+    """The AllocatedMethodId of a charge's split: which rule the ledger applied to its shared
+    ticks. A charge with no shared tick recorded was held by one target, or by several one
+    after the other (or before the rule was recorded): the ledger's own rule for it."""
+    basis = shares.basis
+    if basis is None or not (basis.sm_ticks or basis.memory_ticks):
+        if len(shares.uses) <= 1:
+            return SOLE_TARGET
+        return EQUAL_SHARE if rule == "equal" else MEMORY_SHARE
+    if rule == "equal":
+        return EQUAL_SHARE
+    if not basis.memory_ticks:
+        return SM_SHARE
+    return MEMORY_SHARE if not basis.sm_ticks else SM_ELSE_MEMORY
+
+
+def exact_parts(charge: Charge, parts: Sequence[Part]) -> tuple[Part, ...]:
+    """``parts`` plus the unallocated portion, adding up to the charge's cost and GPU-seconds
+    exactly. The ledger splits each tick's cost by float shares rounded to 9 decimals, so the
+    targets' costs may miss the GPU's by a few 1e-12 dollars when they held all of its time:
+    that rounding goes to the largest part, not into an unallocated row of no time."""
+    assert charge.cost_usd is not None
+    cost = charge.cost_usd - sum((p.cost for p in parts), Decimal(0))
+    seconds = _seconds(charge.observed_seconds) - sum((p.seconds for p in parts), Decimal(0))
+    if seconds >= _HELD or not parts:
+        return (*parts, Part(None, None, UNALLOCATED, cost, seconds, {PORTION_TAG: UNALLOCATED}))
+    i = max(range(len(parts)), key=lambda k: parts[k].cost)
+    p = parts[i]
+    fixed = Part(p.resource_id, p.resource_name, p.portion, p.cost + cost, p.seconds + seconds,
+                 p.tags, p.output_tokens, p.prompt_tokens)  # fmt: skip
+    return (*parts[:i], fixed, *parts[i + 1 :])
+
+
+def _idle_cost(cost: Decimal, seconds: Decimal, busy: Decimal) -> Decimal:
+    """The cost of a target's time that was not busy: its cost x idle share (as agent.cost.teams
+    prices idle dollars)."""
+    if seconds <= 0:
+        return Decimal(0)
+    return (cost * (seconds - busy) / seconds).quantize(_MONEY)
+
+
+def _seconds(value: float) -> Decimal:
+    return Decimal(repr(round(value, 6))).quantize(_SECONDS)
