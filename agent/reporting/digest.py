@@ -39,6 +39,8 @@ from agent.reporting.digest_text import fit as _fit
 from agent.reporting.model import ModelRow, Period, Recommendation, Report
 from agent.reporting.pod_digest import TITLE as NAMESPACES_TITLE
 from agent.reporting.pod_digest import namespace_lines
+from agent.reporting.tenant_digest import TITLE as TENANTS_TITLE
+from agent.reporting.tenant_digest import tenant_lines
 from alerts.duration import format_duration
 from alerts.mrkdwn import BLOCK_LIMIT, SECTION_LIMIT, TEXT_LIMIT, cut_escaped
 
@@ -73,6 +75,11 @@ def digest_payload(report: Report, previous: Report | None) -> dict[str, Any]:
         *(
             [_list_section(NAMESPACES_TITLE, lines, "namespaces")]
             if (lines := namespace_lines(report))
+            else []
+        ),
+        *(
+            [_list_section(TENANTS_TITLE, lines, "tenants")]
+            if (lines := tenant_lines(report))
             else []
         ),
         _list_section("Latency p99 (TTFT · end to end)", _latency_lines(report), "models"),

@@ -29,9 +29,10 @@ CAPTURE = (Path(__file__).parents[1] / "fixtures/gateways/litellm/two-keys.txt")
 START = datetime(2026, 11, 30, 16, 0, 0, tzinfo=UTC)
 STEP = timedelta(seconds=10)
 TICKS = 13
-# Each tick, the capture's counters grow by a thousandth: search-app 24 output tokens,
-# chat-bot 8 (3:1); the engine serves far more, so part of the model is nobody's.
-GROWTH = 0.001
+# Each tick, the capture's counters grow by a fiftieth: search-app 480 output tokens, chat-bot
+# 160 (3:1); the engine serves 10 requests of about 70 output tokens a tick, so a tenth of the
+# model's tokens went through no key.
+GROWTH = 0.02
 
 
 @pytest.fixture
@@ -79,10 +80,10 @@ def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly(
     assert cost > 0
     tenants = {t["name"]: t for t in document["tenants"]}
     assert list(tenants) == ["chat-bot", "search-app", "(unattributed)"]
-    # 12 ticks of growth: 24 and 8 output tokens a tick (the first scrape is the baseline).
+    # 12 ticks of growth (the first scrape is the baseline).
     search, chat = tenants["search-app"], tenants["chat-bot"]
-    assert search["useful_tokens"] == pytest.approx(24 * 12)
-    assert chat["useful_tokens"] == pytest.approx(8 * 12)
+    assert search["useful_tokens"] == pytest.approx(24_000 * GROWTH * 12)
+    assert chat["useful_tokens"] == pytest.approx(8_000 * GROWTH * 12)
     assert useful > search["useful_tokens"] + chat["useful_tokens"]
     for t in (search, chat):
         share = Decimal(repr(t["useful_tokens"] / useful))
@@ -92,7 +93,7 @@ def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly(
             rel=Decimal("1e-6"),
         )
     rest = tenants["(unattributed)"]
-    assert Decimal(rest["cost_usd"]) > Decimal(search["cost_usd"])
+    assert Decimal(search["cost_usd"]) > Decimal(chat["cost_usd"]) > Decimal(rest["cost_usd"]) > 0
     assert sum(Decimal(t["cost_usd"]) for t in tenants.values()) == cost  # exactly
     idle = sum(Decimal(t["idle_cost_usd"]) for t in tenants.values())
     assert 0 < idle < cost  # 60 % busy: some of each line's cost is idle time
@@ -142,7 +143,7 @@ def test_the_report_has_the_tenants_adding_up_to_the_model_in_every_format(
     assert list(tenants) == ["chat-bot", "search-app", "(unattributed)"]
     # To the cent, as the report shows money: the lines add up to the model's row exactly.
     assert sum(Decimal(t["cost_usd"]) for t in tenants.values()) == Decimal(model["cost_usd"])
-    assert tenants["search-app"]["useful_tokens"] == 24 * 12
+    assert tenants["search-app"]["useful_tokens"] == 24_000 * GROWTH * 12
     assert tenants["search-app"]["models"] == MODEL
     assert tenants["(unattributed)"]["list_price_usd"] is None
     for fmt, title in (("table", "TENANTS"), ("markdown", "Tenants"), ("html", "Tenants"),
@@ -162,3 +163,18 @@ def test_without_a_gateway_the_report_has_no_tenants_section(box: tuple[App, Pat
     assert json.loads(render(report, "json"))["tenants"] == []
     assert "TENANTS" not in render(report, "table")
     assert "Tenants" not in render(report, "markdown")
+
+
+def test_the_digest_has_a_line_per_tenant(box: tuple[App, Path]) -> None:
+    from agent.reporting.digest import block_kit_problems, digest_payload
+
+    payload = digest_payload(_report(box[0]), None)
+    assert block_kit_problems(payload) == []
+    (section,) = [
+        b["text"]["text"]
+        for b in payload["blocks"]
+        if b.get("text", {}).get("text", "").startswith("*By tenant")
+    ]
+    lines = section.splitlines()[1:]
+    assert [line.split("*")[1] for line in lines] == ["search-app", "chat-bot", "(unattributed)"]
+    assert "/1M" in lines[0] and "% idle" in lines[0] and "· list " in lines[0]
