@@ -277,7 +277,8 @@ gpu_allocations = Table(
 
 # The share of a GPU's bucket that each Kubernetes pod used (agent.cost.pods), its cost and
 # how it was split: the seconds split by the pods' SM utilization, by their memory, and by the
-# kubelet's allocation alone (no process on the GPU); the rest was the GPU's only pod. A GPU
+# kubelet's allocation alone (no process on the GPU), the rest was the GPU's only pod; and
+# the part of its time, busy time and cost while no serving target held the GPU. A GPU
 # on a Kubernetes node is allocated whole: processes in no known pod count as
 # "(unattributed)", time nobody held as "(no pod)", so a GPU's pods add up to its cost.
 gpu_pod_allocations = Table(
@@ -295,6 +296,11 @@ gpu_pod_allocations = Table(
     Column("sm_seconds", Double, nullable=False),
     Column("memory_seconds", Double, nullable=False),
     Column("request_seconds", Double, nullable=False),
+    # The part of the above while no serving target held the GPU (agent.cost.allocation gave
+    # it to nobody): what a namespace's label may bring its team without counting it twice.
+    Column("untargeted_seconds", Double, nullable=False),
+    Column("untargeted_busy_seconds", Double, nullable=False),
+    Column("untargeted_cost_usd", Numeric(24, 12), nullable=True),
     Index("ix_gpu_pod_allocations_resolution_start", "resolution", "start"),
     sqlite_with_rowid=False,
 )

@@ -134,7 +134,9 @@ def meter(
                 usage = buckets[start]
                 cost = _add(usage, part, after.utilization, joules, price, split)
                 _add_work(usage, part, after.sm_active, cost, joules, co2, split)
-                add_pods(usage.pods, part, after.utilization, cost, pod_split, pod_basis)
+                add_pods(
+                    usage.pods, part, after.utilization, cost, pod_split, pod_basis, bool(split)
+                )
                 usage.power_integrated_seconds += part if integrated else 0.0
     return dict(buckets)
 

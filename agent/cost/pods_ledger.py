@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from agent.cost.pods import NO_POD
+
 PodKey = tuple[str, str]  # (namespace, pod)
+NOBODY = (NO_POD, NO_POD)  # GPU time no pod held
 CENT_OF_NANO = Decimal("0.000000000001")  # the ledger's NUMERIC(24, 12) scale
 
 
@@ -27,18 +30,25 @@ class PodShare:
     sm_seconds: float = 0.0  # of ``seconds``, split by the pods' SM utilization
     memory_seconds: float = 0.0  # ... by their memory
     request_seconds: float = 0.0  # ... equally among the pods the kubelet gave the GPU
+    # While no serving target held the GPU (agent.cost.pods_teams: a namespace's team's share)
+    untargeted_seconds: float = 0.0
+    untargeted_busy_seconds: float = 0.0
+    untargeted_cost_usd: Decimal | None = None
 
 
 def basis_of(pods: Mapping[PodKey, float], sm: Mapping[PodKey, float], rule: str) -> str:
-    """How a slice with these pods is split: "whole" (one pod), "sm", "memory" or "request"
-    (no process: the pods the kubelet gave the GPU, equally); "equal" under that rule."""
+    """How a slice with these pods is split: "request" (no process: the pods the kubelet gave
+    the GPU, equally), "whole" (one pod, or nobody's time), "sm", "memory"; "equal" under that
+    rule."""
+    if pods and sum(pods.values()) <= 0 and NOBODY not in pods:
+        return "request"
     if len(pods) <= 1:
         return "whole"
     if rule == "equal":
         return "equal"
     if all(p in sm for p in pods) and sum(sm[p] for p in pods) > 0:
         return "sm"
-    return "memory" if sum(pods.values()) > 0 else "request"
+    return "memory"
 
 
 def add_pods(
@@ -48,8 +58,10 @@ def add_pods(
     cost: Decimal | None,
     split: Mapping[PodKey, float],
     basis: str,
+    targeted: bool,
 ) -> None:
-    """Add one priced slice of a GPU to its pods' shares (``split``: pod -> share of 1)."""
+    """Add one priced slice of a GPU to its pods' shares (``split``: pod -> share of 1);
+    ``targeted``: a serving target held the GPU in it."""
     busy = seconds * (utilization or 0.0)
     parts = _exact_parts(cost, split)
     for pod, share in split.items():
@@ -64,6 +76,11 @@ def add_pods(
             p.memory_seconds += seconds * share
         elif basis == "request":
             p.request_seconds += seconds * share
+        if not targeted:
+            p.untargeted_seconds += seconds * share
+            p.untargeted_busy_seconds += busy * share
+            if cost is not None:
+                p.untargeted_cost_usd = (p.untargeted_cost_usd or Decimal(0)) + parts[pod]
 
 
 def _exact_parts(cost: Decimal | None, split: Mapping[PodKey, float]) -> dict[PodKey, Decimal]:

@@ -34,7 +34,10 @@ def write_pods(
         {"host": host, "gpu_uuid": uuid, "resolution": resolution, "start": bucket,
          "namespace": namespace, "pod": pod, "seconds": p.seconds,
          "busy_seconds": p.busy_seconds, "cost_usd": p.cost_usd, "sm_seconds": p.sm_seconds,
-         "memory_seconds": p.memory_seconds, "request_seconds": p.request_seconds}
+         "memory_seconds": p.memory_seconds, "request_seconds": p.request_seconds,
+         "untargeted_seconds": p.untargeted_seconds,
+         "untargeted_busy_seconds": p.untargeted_busy_seconds,
+         "untargeted_cost_usd": p.untargeted_cost_usd}
         for uuid, bucket, pods in rows
         for (namespace, pod), p in pods.items()
     ]  # fmt: skip
@@ -63,3 +66,6 @@ def _add_row(pods: dict[PodKey, PodShare], row: Any) -> None:
     p.sm_seconds += row["sm_seconds"]
     p.memory_seconds += row["memory_seconds"]
     p.request_seconds += row["request_seconds"]
+    p.untargeted_seconds += row["untargeted_seconds"]
+    p.untargeted_busy_seconds += row["untargeted_busy_seconds"]
+    p.untargeted_cost_usd = sum_opt(p.untargeted_cost_usd, row["untargeted_cost_usd"])

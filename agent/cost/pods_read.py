@@ -36,6 +36,24 @@ TargetKey = tuple[str, str]  # (host, target)
 
 
 @dataclass(frozen=True, slots=True)
+class Untargeted:
+    """A pod's GPU time, busy time and cost while no serving target held its GPU."""
+
+    cost_usd: Decimal = Decimal(0)
+    seconds: float = 0.0
+    busy_seconds: float = 0.0
+    unpriced_seconds: float = 0.0
+
+    def __add__(self, other: Untargeted) -> Untargeted:
+        return Untargeted(
+            self.cost_usd + other.cost_usd,
+            self.seconds + other.seconds,
+            self.busy_seconds + other.busy_seconds,
+            self.unpriced_seconds + other.unpriced_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PodLine:
     """A pod's (or a namespace's, ``pod`` "") cost and GPU time over a window."""
 
@@ -51,6 +69,8 @@ class PodLine:
     useful_tokens: float | None = None  # None: unknown (no target, or one shared with others)
     targets: frozenset[str] = frozenset()  # "host/target" served in it
     hosts: frozenset[str] = frozenset()
+    # The part of its time while no serving target held the GPU (agent.cost.pods_teams)
+    untargeted: Untargeted = field(default_factory=lambda: Untargeted())
 
     @property
     def cost_unknown(self) -> str | None:
@@ -123,32 +143,28 @@ def read_ledger(conn: Any, split: Split, hosts: Collection[str] = ()) -> PodLedg
             func.sum(c.sm_seconds),
             func.sum(c.memory_seconds),
             func.sum(c.request_seconds),
-        )  # fmt: skip
+            func.sum(c.untargeted_cost_usd),
+            func.sum(c.untargeted_seconds),
+            func.sum(c.untargeted_busy_seconds),
+            func.sum(unpriced_seconds(c.untargeted_cost_usd, c.untargeted_seconds)),
+        )
         .where(split.rows(gpu_pod_allocations, c.host))
         .group_by(c.host, c.namespace, c.pod)
     )
     if hosts:
         query = query.where(c.host.in_(sorted(hosts)))
-    rows = tuple(
-        PodLine(
-            namespace,
-            pod,
-            Decimal(0) + (cost or Decimal(0)),
-            seconds,
-            busy,
-            unpriced or 0.0,
-            sm,
-            memory,
-            request,
-            hosts=frozenset({host}),
-        )  # fmt: skip
-        for host, namespace, pod, cost, seconds, busy, unpriced, sm, memory, request in (
-            conn.execute(query).all()
-        )
-    )
+    rows = tuple(_line(row) for row in conn.execute(query).all())
     if not rows:
         return PodLedger()
     return PodLedger(rows, _served(conn, split, hosts))
+
+
+def _line(row: Any) -> PodLine:
+    host, namespace, pod, cost, seconds, busy, unpriced, sm, memory, request = row[:10]
+    free = Untargeted(Decimal(0) + (row[10] or Decimal(0)), row[11], row[12], row[13] or 0.0)
+    return PodLine(namespace, pod, Decimal(0) + (cost or Decimal(0)), seconds, busy,
+                   unpriced or 0.0, sm, memory, request, hosts=frozenset({host}),
+                   untargeted=free)  # fmt: skip
 
 
 def pod_costs(ledger: PodLedger, tokens: Mapping[TokenKey, Tokens], rule: str) -> PodCosts:
@@ -181,6 +197,7 @@ def _plus(a: PodLine | None, b: PodLine) -> PodLine:
         a.busy_seconds + b.busy_seconds, a.unpriced_seconds + b.unpriced_seconds,
         a.sm_seconds + b.sm_seconds, a.memory_seconds + b.memory_seconds,
         a.request_seconds + b.request_seconds, hosts=a.hosts | b.hosts,
+        untargeted=a.untargeted + b.untargeted,
     )  # fmt: skip
 
 

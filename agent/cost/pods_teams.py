@@ -1,10 +1,11 @@
 """Kubernetes namespaces' GPU time in the team and project roll-ups (agent.cost.teams).
 
-A namespace labelled by ``[[labels]] namespace = ...`` brings its team and project the cost of
-its pods that served no known target: batch jobs, notebooks, training, anything gpuwatch does
-not scrape. A pod serving a target is already counted through that target (and its target's
-own label), so it is not counted twice; such GPU time stays with the target's team. What the
-namespaces bring is taken off the "(no target)" line, so a roll-up still adds up to the
+A namespace labelled by ``[[labels]] namespace = ...`` brings its team and project its pods'
+GPU time while no serving target held the GPU (the ledger's ``untargeted`` figures): batch
+jobs, notebooks, training, anything gpuwatch does not scrape. GPU time a target held is
+already counted through that target (and the target's own label) however the pods shared it,
+so it is not counted twice; it stays with the target's team. What the namespaces bring is
+exactly part of the "(no target)" line and is taken off it, so a roll-up still adds up to the
 fleet's metered cost.
 """
 
@@ -21,17 +22,18 @@ from agent.cost.teams import NO_TARGET, GroupLine
 def namespace_groups(
     labels: Labels, pods: PodCosts, name_of: Callable[[Label], str | None]
 ) -> tuple[GroupLine, ...]:
-    """Per team (``name_of``: Label.team or Label.project), its labelled namespaces' pods that
-    served no target; none where no label names a namespace."""
+    """Per team (``name_of``: Label.team or Label.project), its labelled namespaces' pods'
+    GPU time no target held; none where no label names a namespace."""
     out: dict[str, GroupLine] = {}
     for p in pods.pods:
-        if p.targets or p.placeholder:
+        free = p.untargeted
+        name = None if p.placeholder else name_of(labels.of_namespace(p.namespace))
+        if name is None or free.seconds <= 0:
             continue
-        name = name_of(labels.of_namespace(p.namespace))
-        if name is None:
-            continue
+        idle_seconds = max(free.seconds - free.busy_seconds, 0.0)
+        idle = free.cost_usd * Decimal(repr(idle_seconds)) / Decimal(repr(free.seconds))
         line = GroupLine(
-            name, p.cost_usd, p.idle_usd, p.seconds, p.busy_seconds, p.unpriced_seconds
+            name, free.cost_usd, idle, free.seconds, free.busy_seconds, free.unpriced_seconds
         )
         out[name] = out.get(name, GroupLine(name)) + line
     return tuple(out.values())

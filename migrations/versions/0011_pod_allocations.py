@@ -6,7 +6,8 @@ Create Date: 2026-12-05
 
 One row per GPU, pod and bucket (minute, hour, day), as ``gpu_allocations`` has per target:
 the pod's GPU seconds, busy seconds and cost, and the seconds split by SM utilization, by
-memory and by the kubelet's allocation alone. Ledgers metered before the upgrade have no pod
+memory and by the kubelet's allocation alone, and the part of its time, busy time and cost
+while no serving target held the GPU (what a namespace's label brings its team). Ledgers metered before the upgrade have no pod
 rows: their time is in no pod, as it was.
 """
 
@@ -38,6 +39,9 @@ def upgrade() -> None:
         sa.Column("sm_seconds", sa.Double(), nullable=False),
         sa.Column("memory_seconds", sa.Double(), nullable=False),
         sa.Column("request_seconds", sa.Double(), nullable=False),
+        sa.Column("untargeted_seconds", sa.Double(), nullable=False),
+        sa.Column("untargeted_busy_seconds", sa.Double(), nullable=False),
+        sa.Column("untargeted_cost_usd", sa.Numeric(24, 12), nullable=True),
         sqlite_with_rowid=False,
     )
     op.create_index(

@@ -1,5 +1,6 @@
 """Shared by the pod-cost tests: a Kubernetes node whose GPU 0 two teams' pods time-slice at
-75 % and 25 % of its SMs (the GPU 90 % busy), whose GPU 1 (5 % busy) no pod holds, and whose
+75 % and 25 % of its SMs (the GPU 90 % busy), whose GPU 1 (5 % busy) the kubelet gave a
+team-b notebook pod that runs no GPU process, whose GPU 2 (idle) nobody holds, and whose
 team-a pod serves the target "chat" (another target, "embed", runs nowhere), run by the daemon's App for two hours at 3.60 USD an hour
 per GPU and rolled up.
 
@@ -42,13 +43,14 @@ STEP = timedelta(minutes=10)
 NOW = END + timedelta(minutes=5)
 GPU0 = "GPU-00000000-0000-0000-0000-00000000aaaa"
 GPU1 = "GPU-00000000-0000-0000-0000-00000000bbbb"
+GPU2 = "GPU-00000000-0000-0000-0000-00000000cccc"
 UID_A = "0125ec2f-b64a-4868-8f5b-94b56cbab864"
 UID_B = "c101fead-5fa2-4525-97af-5894973b336e"
 UNIT_A = f"containerd://{'a' * 64}"  # NVML's unit for pid 100 (the cgroup's container)
 GPU_COST = Decimal("7.20")  # 2 h at 3.60 USD an hour, each GPU
 TOKENS_PER_TICK = 1000.0
 HARDWARE = FakeNvmlConfig(
-    gpus=(FakeGpu(uuid=GPU0, util=90), FakeGpu(uuid=GPU1, util=5)),
+    gpus=(FakeGpu(uuid=GPU0, util=90), FakeGpu(uuid=GPU1, util=5), FakeGpu(uuid=GPU2, util=0)),
     processes=(
         FakeProcess(gpu=0, pid=100, mem=30 * GiB, smutil=75),
         FakeProcess(gpu=0, pid=200, mem=10 * GiB, smutil=25),
@@ -82,8 +84,9 @@ def kubelet() -> FakeKubelet:
         pods=[
             pod("team-a", "chat-0", container("vllm", devices(gpu, f"{GPU0}::0"))),
             pod("team-b", "eval-3", container("runner", devices(gpu, f"{GPU0}::1"))),
+            pod("team-b", "notebook-1", container("lab", devices(gpu, GPU1))),
         ],
-        allocatable=[devices(gpu, f"{GPU0}::0", f"{GPU0}::1", GPU1)],
+        allocatable=[devices(gpu, f"{GPU0}::0", f"{GPU0}::1", GPU1, GPU2)],
     )
 
 
