@@ -1,8 +1,8 @@
 """Shared by the pod-cost tests: a Kubernetes node whose GPU 0 two teams' pods time-slice at
 75 % and 25 % of its SMs (the GPU 90 % busy), whose GPU 1 (5 % busy) the kubelet gave a
 team-b notebook pod that runs no GPU process, whose GPU 2 (idle) nobody holds, and whose
-team-a pod serves the target "chat" (another target, "embed", runs nowhere), run by the daemon's App for two hours at 3.60 USD an hour
-per GPU and rolled up.
+team-a pod serves the target "chat" (another target, "embed", runs nowhere), run by the
+daemon's App for two hours at 3.60 USD an hour per GPU and rolled up.
 
 Real parts: a gRPC server speaking the kubelet's pod-resources v1 API on a Unix socket, pynvml
 over the fake libnvidia-ml, processes in pod cgroups under a fake /proc with the kubelet's pod
@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from agent.collect.kubernetes import kubelet_collector
 from agent.config.settings import Config, load_config
@@ -118,9 +119,7 @@ def write_config(tmp_path: Path, db_url: str, socket: Path, logs: Path, extra: s
 
 
 @contextmanager
-def node_run(
-    db_url: str, fake_nvml: FakeNvml, tmp_path: Path, extra: str = ""
-) -> Iterator[Config]:
+def node_run(db_url: str, fake_nvml: FakeNvml, tmp_path: Path, extra: str = "") -> Iterator[Config]:
     """Two hours of the node, ticked every 10 minutes and rolled up; its configuration."""
     fake_nvml.write(HARDWARE)
     proc, logs = node_files(tmp_path)
@@ -132,7 +131,8 @@ def node_run(
         assert pods is not None
         nvml = NvmlCollector(host=HOST, proc_root=proc, pods=pods.attribution)
         engine = EngineScrape("chat", host=HOST)
-        app = App.open(config, [pods, nvml, engine])
+        collectors: list[Any] = [pods, nvml, engine]  # EngineScrape: a scripted collector
+        app = App.open(config, collectors)
         try:
             tick, now = 0, T0
             while now <= END:
