@@ -68,41 +68,65 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def run_alerts(args: argparse.Namespace, config: Config, now: datetime) -> int:
     from sqlalchemy.exc import OperationalError
 
-    from agent.alerting import store as alert_store
-    from agent.storage.db import open_database
-
     spooling = _spooling(config, now)
     if spooling and not args.json:
         print(spooling)
+    try:
+        shown, undelivered, muted = _read(config, now)
+    except OperationalError:
+        if spooling and args.json:
+            print(json_text.dumps({"spooling": spooling}, indent=2))
+        raise  # the one line naming the database follows (agent.cli.main)
+    if args.json:
+        print(json_text.dumps(_alerts_json(shown, undelivered, muted, spooling, now), indent=2))
+        return 0
+    # Label values come from scraped engines: no control character reaches the terminal
+    # (columns.aligned makes each cell printable before measuring it).
+    print("\n".join(_alert_table(shown, now, undelivered, muted)))
+    return 0
+
+
+def alerts_document(config: Config, now: datetime) -> dict[str, Any]:
+    """`gpuwatch alerts --json`'s object (the MCP server's `alerts` tool answers the same)."""
+    spooling = _spooling(config, now)
+    shown, undelivered, muted = _read(config, now)
+    return _alerts_json(shown, undelivered, muted, spooling, now)
+
+
+def _read(
+    config: Config, now: datetime
+) -> tuple[list[tuple[str, AlertState]], int, dict[AlertKey, str]]:
+    """The alerts shown (firing first), how many notifications wait, and what mutes each."""
+    from agent.alerting import store as alert_store
+    from agent.storage.db import open_database
+
     engine = open_database(config.database_url)
     try:
         with engine.connect() as conn:
             scoped = alert_store.all_states(conn)
             undelivered = alert_store.outbox_rows(conn, status=alert_store.PENDING)
             silences = alert_store.load_silences(conn)
-    except OperationalError:
-        if spooling and args.json:
-            print(json_text.dumps({"spooling": spooling}, indent=2))
-        raise  # the one line naming the database follows (agent.cli.main)
     finally:
         engine.dispose()
     shown = [(scope, s) for scope, s in scoped if s.state in _SHOWN]
     shown.sort(key=lambda item: (item[1].state is not State.FIRING, item[1].key))
-    muted = _muted([s for _, s in scoped], silences, now)
-    if args.json:
-        body = {
-            "alerts": [
-                {**_alert_json(scope, s, now), "muted_by": muted.get(s.key)} for scope, s in shown
-            ],  # fmt: skip
-            "undelivered_notifications": len(undelivered),
-            "spooling": spooling,
-        }
-        print(json_text.dumps(body, indent=2))
-        return 0
-    # Label values come from scraped engines: no control character reaches the terminal
-    # (columns.aligned makes each cell printable before measuring it).
-    print("\n".join(_alert_table(shown, now, len(undelivered), muted)))
-    return 0
+    return shown, len(undelivered), _muted([s for _, s in scoped], silences, now)
+
+
+def _alerts_json(
+    shown: Sequence[tuple[str, AlertState]],
+    undelivered: int,
+    muted: Mapping[AlertKey, str],
+    spooling: str | None,
+    now: datetime,
+) -> dict[str, Any]:
+    return {
+        "alerts": [
+            {**_alert_json(scope, s, now), "muted_by": muted.get(s.key)} for scope, s in shown
+        ],
+        "undelivered_notifications": undelivered,
+        "spooling": spooling,
+    }
 
 
 def _muted(
@@ -216,29 +240,43 @@ def run_silence(args: argparse.Namespace, config: Config, now: datetime) -> int:
 
 
 def _add(args: argparse.Namespace, conn: Any, now: datetime) -> int:
+    silence = add_silence(conn, args.match, args.duration, args.comment, args.author, now)
+    print(silence.id)
+    return 0
+
+
+def add_silence(
+    conn: Any,
+    match: Sequence[str],
+    duration: str,
+    comment: str,
+    author: str | None,
+    now: datetime,
+) -> Silence:
+    """What `gpuwatch silence add` stores (the MCP server's `silence` tool adds the same); a
+    bad matcher or duration raises CliError naming its flag."""
     import getpass
     import secrets  # with its hashing modules, a tenth of `gpuwatch --help`'s time
 
     from agent.alerting import store as alert_store
 
     try:
-        matchers = [m for text in args.match for m in parse_matchers(text)]
+        matchers = [m for text in match for m in parse_matchers(text)]
     except ValueError as exc:
         raise CliError(f"--match: {exc}") from None
     try:
-        seconds = parse_duration(args.duration)
+        seconds = parse_duration(duration)
     except DurationError as exc:
         raise CliError(f"--duration: {exc}") from None
-    author = args.author or getpass.getuser()
+    by = author or getpass.getuser()
     try:
         silence = Silence.starting(
-            secrets.token_hex(8), matchers, now, timedelta(seconds=seconds), author, args.comment
+            secrets.token_hex(8), matchers, now, timedelta(seconds=seconds), by, comment
         )
     except ValueError as exc:
         raise CliError(f"silence add: {exc}") from None
     alert_store.add_silence(conn, silence, now)
-    print(silence.id)
-    return 0
+    return silence
 
 
 def _list(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) -> int:
@@ -248,7 +286,7 @@ def _list(args: argparse.Namespace, conn: Any, now: datetime, zone: tzinfo) -> i
     if not args.all:
         found = [s for s in found if s.state(now) is not SilenceState.EXPIRED]
     if args.json:
-        print(json_text.dumps({"silences": [_silence_json(s, now) for s in found]}, indent=2))
+        print(json_text.dumps({"silences": [silence_json(s, now) for s in found]}, indent=2))
         return 0
     if not found:
         print("No silences." if args.all else "No active or pending silences.")
@@ -268,7 +306,7 @@ def _when(moment: datetime, zone: tzinfo) -> str:
     return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def _silence_json(s: Silence, now: datetime) -> dict[str, Any]:
+def silence_json(s: Silence, now: datetime) -> dict[str, Any]:
     return {
         "id": s.id,
         "state": s.state(now).value,

@@ -46,6 +46,9 @@ from alerts.duration import DurationError, parse_duration
 from foundation.errors import GpuwatchError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from agent.config.settings import Config
     from agent.cost.measured import Measured
 
 PROG = "gpuwatch breakeven"
@@ -56,7 +59,7 @@ _ROWS = (("pod", "pod"), ("serverless", "serverless"), ("API", "api"))
 SERVERLESS_DEFAULT = Decimal("2.50")
 
 
-class _UsageError(Exception):
+class UsageError(GpuwatchError):
     """Bad or missing flags: exit status 2, like argparse's own errors."""
 
 
@@ -149,14 +152,27 @@ def run(
     """
     out = sys.stdout if out is None else out
     try:
-        prices = _prices(args)
-        workload, source, basis = _workload(args, measured)
-    except _UsageError as exc:
+        text = answer(args, measured, target_utilization)
+    except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except GpuwatchError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    print(text, file=out)
+    return 0
+
+
+def answer(
+    args: argparse.Namespace,
+    measured: Callable[[str], Measured] | None = None,
+    target_utilization: Decimal | None = None,
+) -> str:
+    """What `gpuwatch breakeven` prints for ``args`` (the table, or the JSON with ``args.json``;
+    the MCP server's `breakeven` tool answers the same). UsageError: a flag missing or bad;
+    GpuwatchError: measured data could not be had."""
+    prices = _prices(args)
+    workload, source, basis = _workload(args, measured)
     target = args.target_utilization or target_utilization or TARGET_UTILIZATION
     result = compare(workload, prices, target_utilization=target)
     withheld = None if basis is None else basis.withheld
@@ -166,18 +182,26 @@ def run(
             f"serverless at {usd(SERVERLESS_DEFAULT)}/h, a typical serverless A100 80GB: give "
             "--serverless-usd-per-hour Q for your provider's price"
         )
-    text = (
-        _json(result, source, basis, extra)
-        if args.json
-        else render_table(result, source, withheld, extra)
-    )
-    print(text, file=out)
-    return 0
+    if args.json:
+        return _json(result, source, basis, extra)
+    return render_table(result, source, withheld, extra)
+
+
+def configured(config: Config, now: datetime) -> tuple[Callable[[str], Measured], Decimal]:
+    """What a configuration brings when the workload is not given: the measured workload over
+    a window before ``now`` and ``[cost] target_utilization`` (the flag still beats it)."""
+
+    def measured(window: str) -> Measured:
+        from agent.cli.cost import measure_window
+
+        return measure_window(config, window, now)
+
+    return measured, Decimal(repr(config.cost.target_utilization))
 
 
 def _prices(args: argparse.Namespace) -> Prices:
     if args.pod_usd_per_hour is None:
-        raise _UsageError("missing --pod-usd-per-hour P (USD per GPU-hour)")
+        raise UsageError("missing --pod-usd-per-hour P (USD per GPU-hour)")
     serverless = args.serverless_usd_per_hour
     return Prices(
         pod_usd_per_hour=args.pod_usd_per_hour,
@@ -202,16 +226,16 @@ def _workload(
         if parse_duration(args.window) <= 0:
             raise DurationError(f"must be longer than 0, got {args.window!r}")
     except DurationError as exc:
-        raise _UsageError(f"--window: {exc}") from None
+        raise UsageError(f"--window: {exc}") from None
     requests, gpu_seconds = args.requests_per_day, args.gpu_seconds_per_request
     if figures_given(args):
         given = Workload(requests, gpu_seconds, args.tokens_per_request, args.bursts_per_day)
         return given, "given figures", None
     if requests is not None or gpu_seconds is not None:
         flag = "--gpu-seconds-per-request S" if gpu_seconds is None else "--requests-per-day N"
-        raise _UsageError(f"missing {flag} (the workload needs both figures)")
+        raise UsageError(f"missing {flag} (the workload needs both figures)")
     if measured is None:
-        raise _UsageError(
+        raise UsageError(
             "no measured data here: give --requests-per-day N and --gpu-seconds-per-request S"
         )
     found = measured(args.window)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from agent.cost.billing import Reconciliation
     from agent.cost.measured import Measured
     from agent.cost.summarize import Line, Summary
+    from agent.reporting.model import Energy, Work
+    from agent.reporting.queries import Gauges
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +36,37 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
+    if args.json:
+        print(json_text.dumps(cost_document(config, args.window, now), indent=2))
+        return 0
+    from agent.cli import cost_work
+
+    found = read_window(config, args.window, now)
+    summary, split = found.summary, config.cost.shared_gpu_split
+    lines = _table(summary, found.recon, args.window, config.zone, split)
+    lines += cost_work.lines(found.work, found.energy)
+    lines += cost_teams.lines(summary, config.labels, config.cost.useful_tokens)
+    lines += cost_tenants.lines(config, summary)
+    # Model and host names come from scraped labels: no control character reaches the tty.
+    print(printable("\n".join(lines), keep="\n"))
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class CostWindow:
+    """What the window cost and produced, as read once for the table or the JSON."""
+
+    summary: Summary
+    recon: Reconciliation
+    work: Work
+    energy: Energy
+    by_model: dict[str, Energy]
+    measured: Gauges
+
+
+def read_window(config: Config, window: str, now: datetime) -> CostWindow:
+    """The last ``window`` ("30d") before ``now``; DurationError naming --window when bad."""
+    # Imported here: SQLAlchemy and the report's queries, which `gpuwatch --help` never needs.
     from agent.cli import cost_work
     from agent.cost.billing import reconcile
     from agent.cost.provisional import reading
@@ -40,10 +74,10 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
     from agent.storage.db import open_database
 
     try:
-        window = timedelta(seconds=parse_duration(args.window))
+        span = timedelta(seconds=parse_duration(window))
     except DurationError as exc:
         raise DurationError(f"--window: {exc}") from None
-    start, end = now - window, now
+    start, end = now - span, now
     engine = open_database(config.database_url)
     try:
         # Everything stored, the minutes not yet rolled up included (agent.cost.provisional).
@@ -53,27 +87,25 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
-    rule, split = config.cost.useful_tokens, config.cost.shared_gpu_split
-    if args.json:
-        document = _as_json(summary, recon, config.zone, split) | cost_work.as_json(work, energy)
-        document |= cost_tenants.as_json(config, summary)  # [[gateways]]: who pays (tenants)
-        for model in document["models"]:
-            if model["name"] in by_model:
-                model.update(cost_work.model_json(by_model[model["name"]]))
-            model["slo"] = cost_work.slo_json(
-                model["name"], model["cost_usd"], measured, config.slos
-            )
-        print(
-            json_text.dumps(document | cost_teams.as_json(summary, config.labels, rule), indent=2)
+    return CostWindow(summary, recon, work, energy, by_model, measured)
+
+
+def cost_document(config: Config, window: str, now: datetime) -> dict[str, Any]:
+    """`gpuwatch cost --json`'s object (the MCP server's `cost` tool answers the same)."""
+    from agent.cli import cost_work
+
+    found = read_window(config, window, now)
+    summary, rule = found.summary, config.cost.useful_tokens
+    document = _as_json(summary, found.recon, config.zone, config.cost.shared_gpu_split)
+    document |= cost_work.as_json(found.work, found.energy)
+    for model in document["models"]:
+        if model["name"] in found.by_model:
+            model.update(cost_work.model_json(found.by_model[model["name"]]))
+        model["slo"] = cost_work.slo_json(
+            model["name"], model["cost_usd"], found.measured, config.slos
         )
-    else:
-        lines = _table(summary, recon, args.window, config.zone, split)
-        lines += cost_work.lines(work, energy)
-        lines += cost_teams.lines(summary, config.labels, rule)
-        lines += cost_tenants.lines(config, summary)
-        # Model and host names come from scraped labels: no control character reaches the tty.
-        print(printable("\n".join(lines), keep="\n"))
-    return 0
+    document |= cost_tenants.as_json(config, summary)  # [[gateways]]: who pays (tenants)
+    return document | cost_teams.as_json(summary, config.labels, rule)
 
 
 def _minute(ts: datetime) -> datetime:

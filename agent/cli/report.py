@@ -90,24 +90,8 @@ def add_period_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
-    # Imported here: the report's queries are not the daemon's (`gpuwatch run` parses the same
-    # command line), and they are megabytes of its memory (bench/memory.py).
-    from agent.cli.report_filters import check_filters
-    from agent.reporting.build import build_report
-    from agent.reporting.render.dispatch import render
-    from agent.storage.db import open_database
-
     period = choose_period(args, now, config.timezone)
-    engine = open_database(config.database_url)
-    try:
-        check_filters(engine, args.host, args.model)
-        report = build_report(
-            engine, config, period, now=now, hosts=tuple(args.host), models=tuple(args.model),
-            daily=args.format in DAILY_FORMATS,
-        )  # fmt: skip
-    finally:
-        engine.dispose()
-    text = render(report, args.format)
+    text = report_text(config, period, now, tuple(args.host), tuple(args.model), args.format)
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -119,6 +103,36 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
     # A note, not the report: stdout stays clean for whoever pipes the command.
     print(f"gpuwatch: {args.format} report for {period.label} written to {path}", file=sys.stderr)
     return 0
+
+
+def report_text(
+    config: Config,
+    period: Period,
+    now: datetime,
+    hosts: tuple[str, ...] = (),
+    models: tuple[str, ...] = (),
+    fmt: str = "json",
+) -> str:
+    """The report of ``period`` rendered in ``fmt``, as `gpuwatch report` prints it (the MCP
+    server's `report` tool answers the same); a host or model the database never saw is refused
+    by name."""
+    # Imported here: the report's queries are not the daemon's (`gpuwatch run` parses the same
+    # command line), and they are megabytes of its memory (bench/memory.py).
+    from agent.cli.report_filters import check_filters
+    from agent.reporting.build import build_report
+    from agent.reporting.render.dispatch import render
+    from agent.storage.db import open_database
+
+    engine = open_database(config.database_url)
+    try:
+        check_filters(engine, list(hosts), list(models))
+        report = build_report(
+            engine, config, period, now=now, hosts=hosts, models=models,
+            daily=fmt in DAILY_FORMATS,
+        )  # fmt: skip
+    finally:
+        engine.dispose()
+    return render(report, fmt)
 
 
 def choose_period(args: argparse.Namespace, now: datetime, zone: str) -> Period:
