@@ -39,7 +39,8 @@ class TargetUse:
     seconds: float
     busy_seconds: float
     cost_usd: Decimal | None  # None: no rate priced that time
-    output_tokens: float | None = None  # generated tokens in the charge period; None: none counted
+    # Generated tokens in the charge period, this GPU's part of the target's; None: none counted
+    output_tokens: float | None = None
     prompt_tokens: float | None = None
     models: tuple[str, ...] = ()  # the models its token counters were stored under then
 
@@ -75,26 +76,39 @@ def read_shares(
     _allocations(conn, split, bucket, read)
     _bases(conn, split, bucket, read)
     tokens = _tokens(conn, split, bucket, token_series)
+    held = _held(read)
     out: dict[ChargeKey, Shares] = {}
     for key, by_target in read.uses.items():
         at, host, _ = key
         uses = tuple(
-            TargetUse(
-                target,
-                u.seconds,
-                u.busy,
-                u.cost,
-                tokens.get((OUTPUT, (at, host, target))),
-                tokens.get((PROMPT, (at, host, target))),
-            )  # fmt: skip
+            TargetUse(target, u.seconds, u.busy, u.cost,
+                      _part(tokens.get((OUTPUT, (at, host, target))), u, held[(at, host, target)]),
+                      _part(tokens.get((PROMPT, (at, host, target))), u, held[(at, host, target)]))
             for target, u in sorted(by_target.items())
-        )
+        )  # fmt: skip
         ticks = read.bases.get(key)
         basis = (
             None if not ticks else SplitBasis(ticks.get("sm_utilization", 0), ticks.get(MEMORY, 0))
         )
         out[key] = Shares(uses, basis)
     return out
+
+
+def _held(read: _Read) -> dict[TargetKey, float]:
+    """(charge start, host, target) -> the GPU-seconds the target held over all its GPUs."""
+    out: dict[TargetKey, float] = defaultdict(float)
+    for (at, host, _), by_target in read.uses.items():
+        for target, u in by_target.items():
+            out[(at, host, target)] += u.seconds
+    return out
+
+
+def _part(tokens: float | None, use: _Use, held: float) -> float | None:
+    """A target's tokens on one of its GPUs: by that GPU's share of the time it held GPUs (a
+    model on two GPUs produced its tokens on both), so its rows add up to its tokens."""
+    if tokens is None or held <= 0:
+        return tokens
+    return tokens * use.seconds / held
 
 
 def token_series(conn: Connection) -> dict[int, tuple[str, str, str]]:
