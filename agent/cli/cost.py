@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from agent.cli import cost_teams, cost_tenants, focus_import
+from agent.cli import cost_pods, cost_teams, cost_tenants, focus_import
 from agent.cli.columns import aligned
 from agent.cost.breakeven import Workload
 from agent.reporting import json_text
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agent.config.settings import Config
     from agent.cost.billing import Reconciliation
     from agent.cost.measured import Measured
+    from agent.cost.pods_read import PodCosts
     from agent.cost.summarize import Line, Summary
     from agent.reporting.model import Energy, Work
     from agent.reporting.queries import Gauges
@@ -45,8 +46,9 @@ def run_cost(args: argparse.Namespace, config: Config, now: datetime) -> int:
     summary, split = found.summary, config.cost.shared_gpu_split
     lines = _table(summary, found.recon, args.window, config.zone, split)
     lines += cost_work.lines(found.work, found.energy)
-    lines += cost_teams.lines(summary, config.labels, config.cost.useful_tokens)
+    lines += cost_teams.lines(summary, config.labels, config.cost.useful_tokens, found.pods)
     lines += cost_tenants.lines(config, summary)
+    lines += cost_pods.lines(found.pods, config.labels)
     # Model and host names come from scraped labels: no control character reaches the tty.
     print(printable("\n".join(lines), keep="\n"))
     return 0
@@ -62,6 +64,7 @@ class CostWindow:
     energy: Energy
     by_model: dict[str, Energy]
     measured: Gauges
+    pods: PodCosts  # Kubernetes pods and namespaces (agent.cost.pods_read); empty off it
 
 
 def read_window(config: Config, window: str, now: datetime) -> CostWindow:
@@ -69,6 +72,7 @@ def read_window(config: Config, window: str, now: datetime) -> CostWindow:
     # Imported here: SQLAlchemy and the report's queries, which `gpuwatch --help` never needs.
     from agent.cli import cost_work
     from agent.cost.billing import reconcile
+    from agent.cost.pods_read import read_pods
     from agent.cost.provisional import reading
     from agent.cost.summarize import summarize_on
     from agent.storage.db import open_database
@@ -84,10 +88,11 @@ def read_window(config: Config, window: str, now: datetime) -> CostWindow:
         with reading(engine, config, (), (start, end)) as (conn, coverage):
             summary = summarize_on(conn, *coverage.window, useful=config.cost.useful_tokens)
             work, energy, by_model, measured = cost_work.read(conn, *coverage.window, config)
+            pods = read_pods(conn, *coverage.window, summary.tokens, config.cost.useful_tokens)
         recon = reconcile(engine, summary.fleet.cost_usd, start, end)
     finally:
         engine.dispose()
-    return CostWindow(summary, recon, work, energy, by_model, measured)
+    return CostWindow(summary, recon, work, energy, by_model, measured, pods)
 
 
 def cost_document(config: Config, window: str, now: datetime) -> dict[str, Any]:
@@ -105,7 +110,8 @@ def cost_document(config: Config, window: str, now: datetime) -> dict[str, Any]:
             model["name"], model["cost_usd"], found.measured, config.slos
         )
     document |= cost_tenants.as_json(config, summary)  # [[gateways]]: who pays (tenants)
-    return document | cost_teams.as_json(summary, config.labels, rule)
+    document |= cost_pods.as_json(found.pods, config.labels)  # Kubernetes: pods, namespaces
+    return document | cost_teams.as_json(summary, config.labels, rule, found.pods)
 
 
 def _minute(ts: datetime) -> datetime:
