@@ -10,7 +10,8 @@ watermark (minute rows at the edges, hour and day rows inside) at most once a mi
 SloCache), and the raw samples after the watermark on every tick. So a tick costs the raw tail
 ("between minutes"), and the first tick after the minute rollup moved the watermark also
 re-reads the rollups ("minute boundary"). Both are timed here, next to the baseline measured in
-the same run on the same database: the inputs of every other built-in rule
+the same run on the same database (every scenario's calls in turn, round after round, so a swing
+of the machine's load falls on all alike): the inputs of every other built-in rule
 (agent.alerting.inputs.gather with SloBurnRate left out), LatencyP99Spike's 5-minute raw
 windows and hourly baselines among them.
 
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -187,24 +189,33 @@ def config_for(folder: Path, url: str, pairs: Sequence[tuple[str, str]], models:
 # -- the timings ---------------------------------------------------------------------------------
 
 
-def median_of(fn: Callable[[], object], rounds: int) -> tuple[float, list[float]]:
-    fn()  # warm-up: statement compilation, the first read of the series
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), times
+@dataclass
+class Scenario:
+    """One filled database and the three calls timed on it."""
+
+    label: str
+    calls: dict[str, Callable[[], object]]  # "base", "tail", "full"
+    engine: Engine
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+    def median(self, key: str) -> float:
+        return statistics.median(self.times[key])
+
+    @property
+    def tick(self) -> float:
+        return (self.median("tail") * (TICKS_PER_MINUTE - 1) + self.median("full")) / (
+            TICKS_PER_MINUTE
+        )
 
 
-def measure(url: str, folder: Path, targets: int, models: int, days: float,
-            rounds: int) -> dict[str, float]:  # fmt: skip
+def prepare(url: str, folder: Path, targets: int, models: int, days: float) -> Scenario:
     pairs = targets_of(targets, models)
     upgrade_database(url)
     engine = open_database(url)
     began = time.perf_counter()
     last, rows = fill(engine, pairs, days)
-    filled = time.perf_counter() - began
+    label = f"{targets} targets, {days:g} days"
+    print(f"  {label}: filled in {time.perf_counter() - began:.1f} s ({rows:,} history rows)")
     config = config_for(folder, url, pairs, models)
     store = Store(engine, HOST)
     names = sorted({m for _, m in pairs})
@@ -213,51 +224,69 @@ def measure(url: str, folder: Path, targets: int, models: int, days: float,
     burns = read_burns(ReadOnce(store, HOST), HOST, config.slos, names, NOW, warm)
     assert burns and all(b.long is not None for b in burns), burns  # measured, not unknown
 
-    def between() -> object:
+    def tail() -> object:  # the cache warm: this minute's rollup windows were read
         return read_burns(ReadOnce(store, HOST), HOST, config.slos, names, NOW, warm)
 
-    def boundary() -> object:
+    def full() -> object:  # the watermark moved: the rollup windows are read again
         return read_burns(ReadOnce(store, HOST), HOST, config.slos, names, NOW, SloCache())
 
-    def baseline() -> object:
+    def base() -> object:
         return gather(store, last, config, NOW, rules=others)
 
-    base, base_times = median_of(baseline, rounds)
-    tail, tail_times = median_of(between, rounds)
-    full, full_times = median_of(boundary, rounds)
-    tick = (tail * (TICKS_PER_MINUTE - 1) + full) / TICKS_PER_MINUTE
-    label = f"{targets} targets, {days:g} days"
-    print(f"  {label}: filled in {filled:.1f} s ({rows:,} history rows)")
-    print(f"baseline: {label}: the other rules' inputs   {ms(base_times)}")
-    print(f"{label}: SloBurnRate between minutes    {ms(tail_times)}")
-    print(f"{label}: SloBurnRate at a minute boundary {ms(full_times)}")
-    print(f"{label}: SloBurnRate a tick, a minute's mean {tick * 1e3:8.2f} ms "
-          f"({tick / STEP:.2%} of the 10 s tick; {tick / base:.2f} x the baseline)")  # fmt: skip
-    engine.dispose()
-    return {"base": base, "tail": tail, "full": full, "tick": tick}
+    return Scenario(label, {"base": base, "tail": tail, "full": full}, engine)
+
+
+def time_all(scenarios: list[Scenario], rounds: int) -> None:
+    """Every call of every scenario once per round, in turn: a swing of the machine's load
+    falls on all of them alike, so their ratios hold even when the medians move."""
+    for sc in scenarios:
+        for fn in sc.calls.values():
+            fn()  # warm-up: statement compilation, the first read of the series
+        sc.times = {key: [] for key in sc.calls}
+    for _ in range(rounds):
+        for sc in scenarios:
+            for key, fn in sc.calls.items():
+                start = time.perf_counter()
+                fn()
+                sc.times[key].append(time.perf_counter() - start)
+
+
+def print_scenario(sc: Scenario) -> None:
+    base = sc.median("base")
+    print(f"baseline: {sc.label}: the other rules' inputs   {ms(sc.times['base'])}")
+    print(f"{sc.label}: SloBurnRate between minutes    {ms(sc.times['tail'])}")
+    print(f"{sc.label}: SloBurnRate at a minute boundary {ms(sc.times['full'])}")
+    share, ratio = sc.tick / STEP, sc.tick / base
+    print(f"{sc.label}: SloBurnRate a tick, a minute's mean {sc.tick * 1e3:8.2f} ms "
+          f"({share:.2%} of the 10 s tick; {ratio:.2f} x the baseline)")  # fmt: skip
 
 
 def run_all(args: argparse.Namespace, url_for: Callable[[str], str], folder: Path) -> None:
-    by_targets = {}
-    for n in args.targets:
-        by_targets[n] = measure(url_for(f"t{n}"), folder, n, args.models,
-                                args.history_days[0], args.rounds)  # fmt: skip
+    by_targets = {
+        n: prepare(url_for(f"t{n}"), folder, n, args.models, args.history_days[0])
+        for n in args.targets
+    }
     by_days = {}
     for days in args.history_days:
         if days == args.history_days[0] and args.history_targets in by_targets:
             by_days[days] = by_targets[args.history_targets]
-            continue
-        by_days[days] = measure(url_for(f"d{days:g}"), folder, args.history_targets,
-                                args.models, days, args.rounds)  # fmt: skip
+        else:
+            by_days[days] = prepare(url_for(f"d{days:g}"), folder, args.history_targets,
+                                    args.models, days)  # fmt: skip
+    scenarios = list({id(sc): sc for sc in [*by_targets.values(), *by_days.values()]}.values())
+    time_all(scenarios, args.rounds)
+    for sc in scenarios:
+        print_scenario(sc)
+        sc.engine.dispose()
     most = max(args.targets)
-    tick = by_targets[most]["tick"]
+    tick = by_targets[most].tick
     print(
         f"target: SloBurnRate a tick at {most} targets {tick * 1e3:.2f} ms <= "
         f"{TICK_BUDGET * 1e3:.0f} ms (10 % of the tick): {verdict(tick <= TICK_BUDGET)}"
     )
     first, longest = by_days[args.history_days[0]], by_days[args.history_days[-1]]
     for key, what in (("tail", "between minutes"), ("full", "at a minute boundary")):
-        ratio = longest[key] / first[key]
+        ratio = longest.median(key) / first.median(key)
         print(f"target: {what} flat in the history ({args.history_days[-1]:g} vs "
               f"{args.history_days[0]:g} days at {args.history_targets} targets) "
               f"{ratio:.2f} x <= {FLAT} x: {verdict(ratio <= FLAT)}")  # fmt: skip
