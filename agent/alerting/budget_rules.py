@@ -42,6 +42,8 @@ BudgetRuleFn = Callable[[RuleSpec, BudgetInputs], list[Condition] | None]
 
 def _scope(inputs: BudgetInputs) -> dict[str, str]:
     """The fleet's alerts are scope "fleet"; a team's (``[[budget.teams]]``) carry its name."""
+    if inputs.tenant:  # a gateway tenant's ([[budget.tenants]])
+        return {"scope": "tenant", "tenant": inputs.tenant}
     return {"scope": "team", "team": inputs.team} if inputs.team else {"scope": FLEET}
 
 
@@ -53,7 +55,8 @@ def _with_teams(rule: BudgetRuleFn) -> BudgetRuleFn:
         found = rule(spec, inputs)
         if found is None:
             return None
-        return found + [c for team in inputs.teams for c in rule(spec, team) or []]
+        scoped = (*inputs.teams, *inputs.tenants)
+        return found + [c for one in scoped for c in rule(spec, one) or []]
 
     return run
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.config.reader import Reader
 from agent.config.teams import Labels, label_value
+from agent.config.tenant_budgets import TenantBudget, parse_tenant_budgets
 
 _SLACK_TOKEN_KEYS = ("token_env", "token_file")
 
@@ -34,15 +35,16 @@ class TeamBudget:
 class BudgetConfig:
     monthly_usd: Decimal | None = None
     teams: tuple[TeamBudget, ...] = ()
+    tenants: tuple[TenantBudget, ...] = ()  # [[budget.tenants]] (agent.config.tenant_budgets)
 
     def team(self, name: str) -> TeamBudget | None:
         return next((b for b in self.teams if b.team == name), None)
 
 
 def parse_budget(r: Reader, top: dict[str, Any], labels: Labels) -> BudgetConfig:
-    t = r.sub(top, "budget", {"monthly_usd", "teams"})
+    t = r.sub(top, "budget", {"monthly_usd", "teams", "tenants"})
     monthly = r.money(t, "budget.monthly_usd")
-    return BudgetConfig(monthly, _team_budgets(r, t, top, labels))
+    return BudgetConfig(monthly, _team_budgets(r, t, top, labels), parse_tenant_budgets(r, t))
 
 
 def _team_budgets(

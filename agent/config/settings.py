@@ -46,6 +46,7 @@ from agent.config.secret import Secret
 from agent.config.slo import SloConfig, parse_slos
 from agent.config.spool import SpoolConfig, parse_spool, state_directory
 from agent.config.targets import MAX_TIMEOUT, TargetConfig, parse_targets
+from agent.config.tenant_budgets import check_tenant_budgets
 from collectors.billing.registry import PROVIDERS
 from foundation.errors import GpuwatchError
 from foundation.printable import printable
@@ -301,6 +302,7 @@ def _build(data: dict[str, Any], source: str, env: Mapping[str, str]) -> Config:
     labels = teams.parse_labels(r, top, own)
     config = replace(config, labels=labels, budget=parse_budget(r, top, labels))
     config = replace(config, gateways=parse_gateways(r, top, (t.name for t in config.targets)))
+    check_tenant_budgets(r, config.budget.tenants, len(config.gateways))
     if r.problems:
         raise ConfigError(source, r.problems)
     return config

@@ -25,6 +25,7 @@ from agent.cost.billing import billed
 from agent.cost.split import Split
 from agent.cost.summarize import Line, metered_usd, summarize
 from agent.cost.team_budget import team_spends
+from agent.cost.tenant_budget import tenant_spends
 from alerts.rules import DEFAULT_RULES, RuleSpec
 from migrations.schema import gpu_usage
 
@@ -55,6 +56,8 @@ class BudgetInputs:
     model_window_seconds: float = 86400.0
     team: str | None = None  # set: these are that team's figures ([[budget.teams]])
     teams: tuple[BudgetInputs, ...] = ()  # each budgeted team's, beside the fleet's
+    tenant: str | None = None  # set: that gateway tenant's figures ([[budget.tenants]])
+    tenants: tuple[BudgetInputs, ...] = ()  # each budgeted tenant's
 
     @property
     def month_start(self) -> datetime:
@@ -171,7 +174,8 @@ def gather_spend(engine: Engine, config: Config, now: datetime) -> BudgetInputs:
         burn_usd=burn_usd,
         burn_seconds=burn_seconds,
     )
-    return replace(fleet, teams=_teams(engine, config, fleet, burn_start))
+    teams = _teams(engine, config, fleet, burn_start)
+    return replace(fleet, teams=teams, tenants=_tenants(engine, config, fleet, burn_start))
 
 
 def _teams(
@@ -195,6 +199,19 @@ def _teams(
         )
         for t in spends
     )
+
+
+def _tenants(
+    engine: Engine, config: Config, fleet: BudgetInputs, burn_start: datetime
+) -> tuple[BudgetInputs, ...]:
+    """Each ``[[budget.tenants]]`` tenant's figures: the fleet's, scoped to its real cost."""
+    end = fleet.now.replace(second=0, microsecond=0)
+    burn = burn_start if fleet.burn_seconds > 0 else None
+    return tuple(
+        replace(fleet, tenant=t.tenant, budget_usd=t.budget_usd, metered_usd=t.metered_usd,
+                billed_usd=None, burn_usd=t.burn_usd, hourly_usd=(), models=(), teams=())
+        for t in tenant_spends(engine, config, fleet.month_start, burn, end)
+    )  # fmt: skip
 
 
 def _seconds(rules: Mapping[str, RuleSpec], rule: str, name: str) -> float:

@@ -64,7 +64,27 @@ MISTAKES = [
      "gateways[0].bearer_token_env", "NOPE is not set"),
     ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\ntenants = "key"', "gateways[0].tenants",
      "unknown key"),
+    ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\n[[budget.tenants]]\nmonthly_usd = 5',
+     "budget.tenants[0].tenant", "missing"),
+    ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\n[[budget.tenants]]\ntenant = "a"',
+     "budget.tenants[0].monthly_usd", "missing"),
+    ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\n[[budget.tenants]]\ntenant = "a"\n'
+     'monthly_usd = 1\n[[budget.tenants]]\ntenant = "a"\nmonthly_usd = 2',
+     "budget.tenants[1].tenant", "two budgets"),
 ]  # fmt: skip
+
+
+def test_a_tenant_budget_loads_and_needs_a_gateway(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text('[[budget.tenants]]\ntenant = "search-app"\nmonthly_usd = 300\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path), {})
+    assert caught.value.problems == [
+        "budget.tenants: needs a [[gateways]] entry (tenants come from a gateway)"
+    ]
+    path.write_text(GOOD + '[[budget.tenants]]\ntenant = "search-app"\nmonthly_usd = 300\n')
+    (budget,) = load_config(str(path), {"LITELLM_MASTER_KEY": "k"}).budget.tenants
+    assert (budget.tenant, budget.monthly_usd) == ("search-app", 300)
 
 
 @pytest.mark.parametrize(("body", "key", "says"), MISTAKES, ids=[m[1] for m in MISTAKES])

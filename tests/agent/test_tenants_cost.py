@@ -178,3 +178,34 @@ def test_the_digest_has_a_line_per_tenant(box: tuple[App, Path]) -> None:
     lines = section.splitlines()[1:]
     assert [line.split("*")[1] for line in lines] == ["search-app", "chat-bot", "(unattributed)"]
     assert "/1M" in lines[0] and "% idle" in lines[0] and "· list " in lines[0]
+
+
+def test_a_tenant_over_its_budget_fires_for_that_tenant_only(box: tuple[App, Path]) -> None:
+    from dataclasses import replace
+
+    from agent.alerting.budget_rules import budget_conditions
+    from agent.config.tenant_budgets import TenantBudget
+    from agent.cost.budget import gather_budget
+    from alerts.lifecycle import evaluate
+    from alerts.model import State
+    from alerts.rules import DEFAULT_RULES
+
+    app = box[0]
+    budgets = (TenantBudget("search-app", Decimal("0.05")), TenantBudget("chat-bot", Decimal(100)))
+    config = replace(app.config, budget=replace(app.config.budget, tenants=budgets))
+    threshold = DEFAULT_RULES["BudgetThreshold"]
+    rules = {**DEFAULT_RULES,
+             "BudgetThreshold": replace(threshold, thresholds={"first_fraction": 0.8})}  # fmt: skip
+    now = START + (TICKS + 12) * STEP  # the clock the test drives: the ticks' minutes settled
+    app.roll_up(now)
+    data = gather_budget(app.engine, config, now, rules)
+    search, chat = data.tenants
+    assert (search.tenant, chat.tenant) == ("search-app", "chat-bot")
+    assert Decimal("0.05") < search.metered_usd < data.metered_usd
+    found, evaluated = budget_conditions(rules, data)
+    step = evaluate(rules, found, {}, now, evaluated_rules=evaluated)
+    firing = [s.key.label_map() for s in step.states.values() if s.state is State.FIRING]
+    assert firing == [{"scope": "tenant", "tenant": "search-app", "month": "2026-11",
+                       "level": "80%"}]  # fmt: skip
+    (condition,) = [c for c in found if c.key.rule == "BudgetThreshold"]
+    assert "of the $0.05 budget" in condition.annotations["summary"]
