@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.main import build_parser
+from agent.cli.main import build_parser, main
 from agent.config.settings import load_config
+from agent.cost.billing import billed
 from agent.cost.provisional import reading
 from agent.cost.split_basis import SplitBasis
 from agent.cost.summarize import summarize_on
@@ -46,6 +47,7 @@ from tests.agent.test_focus_export import (
     export,
     meter,
     metered_total,
+    other_db_url,  # noqa: F401 (a fixture)
     total,
     write_config,
 )
@@ -159,6 +161,26 @@ def test_1_0_stays_the_default_and_its_bytes_do_not_change(
     assert "ProviderName" in header and "AllocatedMethodId" not in header
     args = build_parser().parse_args(["export", "focus", "--focus-version", "1.3"])
     assert args.focus_version == "1.3"
+
+
+def test_importing_a_1_3_export_elsewhere_gives_the_metered_total(
+    labelled: Metered,
+    other_db_url: str,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "f13.csv"
+    export13(labelled, out)
+    elsewhere = write_config(tmp_path / "elsewhere.toml", other_db_url)
+    monkeypatch.delenv("GPUWATCH_DATABASE_URL", raising=False)
+    upgrade_database(other_db_url)
+    assert main(["import", "focus", str(out), "--config", str(elsewhere)]) == 0
+    engine = open_database(other_db_url)
+    try:
+        imported = billed(engine, *NOVEMBER)
+    finally:
+        engine.dispose()
+    assert imported == {("focus", "USD"): metered_total(labelled, *NOVEMBER)}
 
 
 NAMING = Naming.of(load_config(None, {}).export.focus, "box")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.demo.test_demo_cli import MODELS, MONEY, gpuwatch, models_section
+from tests.demo.test_focus13_demo import check_demo_export
 
 pytestmark = pytest.mark.slow
 
@@ -35,3 +36,6 @@ def test_the_default_month_has_spend_tokens_and_cost_per_million_tokens_for_each
     alerts = out.split("\nALERTS", 1)[1].split("\n\n", 1)[0]
     for rule in ("GpuIdle", "KvCacheSaturated", "BudgetThreshold"):
         assert rule in alerts
+    # Issue 43's FOCUS 1.3 "done when", over the month: allocation columns filled, EffectiveCost
+    # the report's metered total within a cent.
+    check_demo_export(tmp_path, tmp_path / "state" / "gpuwatch" / "demo", 30)
