@@ -7,7 +7,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
 # Only what building the parser needs: each command imports its own libraries (SQLAlchemy,
@@ -20,14 +19,14 @@ from agent.cli import cost as cost_cli
 from agent.cli import demo as demo_cli
 from agent.cli import digest as digest_cli
 from agent.cli import export as export_cli
-from agent.cli import focus_import
+from agent.cli import focus_import, mcp_server
+from agent.cli import gpus as gpus_cli
 from agent.cli import report as report_cli
 from agent.cli.failures import expected, quietly
 from agent.collect.clock import utc_now
 
 if TYPE_CHECKING:
     from agent.config.settings import Config
-    from agent.cost.measured import Measured
 
 log = logging.getLogger("gpuwatch")
 
@@ -72,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     digest_cli.add_parser(sub)
     report_cli.add_parser(sub)
     export_cli.add_parser(sub)
+    gpus_cli.add_parser(sub)
+    mcp_server.add_parser(sub)
     demo_cli.add_parser(sub)
 
     db = sub.add_parser("db", help="database schema migrations (Alembic)")
@@ -122,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "digest": lambda a: digest_cli.run(a, _config(a), utc_now()),
         "report": lambda a: report_cli.run(a, _config(a), utc_now()),
         "export": lambda a: export_cli.run(a, _config(a), utc_now()),
+        "gpus": lambda a: gpus_cli.run(a, _config(a), utc_now()),
+        "mcp": mcp_server.run,
         "demo": demo_cli.run,
     }
     try:
@@ -210,13 +213,7 @@ def cmd_breakeven(args: argparse.Namespace) -> int:
     if breakeven_cli.figures_given(args):  # nothing to measure: no configuration, no database
         return breakeven_cli.run(args)
     config = _config(args)  # a bad one is a setting to change (exit 2), like everywhere
-
-    def measured(window: str) -> Measured:
-        from agent.cli.cost import measure_window
-
-        return measure_window(config, window, utc_now())
-
-    target = Decimal(repr(config.cost.target_utilization))
+    measured, target = breakeven_cli.configured(config, utc_now())
     return breakeven_cli.run(args, measured=measured, target_utilization=target)
 
 
