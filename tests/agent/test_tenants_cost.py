@@ -6,7 +6,7 @@ up over the fake NVML. Each key's cost is its token share of the model's real co
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -37,6 +37,21 @@ GROWTH = 0.02
 
 @pytest.fixture
 def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App, Path]]:
+    yield from _run(db_url, tmp_path, fake_nvml, lambda i: 1.0 + i * GROWTH)
+
+
+@pytest.fixture
+def restarted(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App, Path]]:
+    """LiteLLM restarts after the sixth tick: its counters start again from 0."""
+    yield from _run(db_url, tmp_path, fake_nvml, lambda i: 1.0 + i * GROWTH if i <= 6
+                    else (i - 7) * GROWTH)  # fmt: skip
+
+
+def _run(
+    db_url: str, tmp_path: Path, fake_nvml: FakeNvml, factor: Callable[[int], float]
+) -> Iterator[tuple[App, Path]]:
+    """TICKS ticks of a vLLM engine (10 requests a tick) and a LiteLLM replay whose counters
+    are the capture's times ``factor(tick)``, ticked and rolled up by the App."""
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=GPU, util=60),)))
     traffic = Traffic(models=(MODEL,))
     with EngineServer("vllm-0.33", traffic) as engine, GatewayReplay(CAPTURE) as gateway:
@@ -54,7 +69,7 @@ def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App,
             for i in range(TICKS):
                 if i:
                     traffic.serve(10)
-                    gateway.advance(1.0 + i * GROWTH)
+                    gateway.advance(factor(i))
                 now = START + i * STEP
                 app.tick(now)
                 app.roll_up(now)
@@ -71,7 +86,7 @@ def _cost_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
     return document
 
 
-def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly(
+def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly_in_cost(
     box: tuple[App, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     document = _cost_json(box[1], capsys)
@@ -106,11 +121,10 @@ def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly(
     assert Decimal(search["list_minus_cost_usd"]) == listed - Decimal(search["cost_usd"])
     assert rest["list_price_usd"] is None  # no gateway priced what went through none
     assert document["tenant_models_not_served"] == ["gpt-4o"]
+    _check_the_cost_table(box, capsys)
 
 
-def test_the_cost_table_lists_the_tenants(
-    box: tuple[App, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
+def _check_the_cost_table(box: tuple[App, Path], capsys: pytest.CaptureFixture[str]) -> None:
     from agent.cli.main import main
 
     assert main(["cost", "--window", "30d", "--config", str(box[1])]) == 0
@@ -131,7 +145,7 @@ def _report(app: App, config: Any = None) -> Any:
     return build_report(app.engine, config or app.config, period, now=end)
 
 
-def test_the_report_has_the_tenants_adding_up_to_the_model_in_every_format(
+def test_the_report_and_digest_have_the_tenants_adding_up_to_the_model(
     box: tuple[App, Path],
 ) -> None:
     from agent.reporting.render.dispatch import render
@@ -151,9 +165,11 @@ def test_the_report_has_the_tenants_adding_up_to_the_model_in_every_format(
         text = render(report, fmt)
         assert title in text and "search-app" in text and "(unattributed)" in text, fmt
     assert max(len(line) for line in render(report, "table").splitlines()) <= 100
+    _check_the_digest(box)
+    _check_no_gateway_no_section(box)
 
 
-def test_without_a_gateway_the_report_has_no_tenants_section(box: tuple[App, Path]) -> None:
+def _check_no_gateway_no_section(box: tuple[App, Path]) -> None:
     from dataclasses import replace
 
     from agent.reporting.render.dispatch import render
@@ -165,7 +181,7 @@ def test_without_a_gateway_the_report_has_no_tenants_section(box: tuple[App, Pat
     assert "Tenants" not in render(report, "markdown")
 
 
-def test_the_digest_has_a_line_per_tenant(box: tuple[App, Path]) -> None:
+def _check_the_digest(box: tuple[App, Path]) -> None:
     from agent.reporting.digest import block_kit_problems, digest_payload
 
     payload = digest_payload(_report(box[0]), None)
@@ -209,3 +225,12 @@ def test_a_tenant_over_its_budget_fires_for_that_tenant_only(box: tuple[App, Pat
                        "level": "80%"}]  # fmt: skip
     (condition,) = [c for c in found if c.key.rule == "BudgetThreshold"]
     assert "of the $0.05 budget" in condition.annotations["summary"]
+
+
+def test_a_gateway_restart_loses_no_tokens_and_counts_none_twice(
+    restarted: tuple[App, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenants = {t["name"]: t for t in _cost_json(restarted[1], capsys)["tenants"]}
+    # Six ticks of growth, the restart (counters back to 0), five more ticks of growth.
+    assert tenants["search-app"]["useful_tokens"] == pytest.approx(24_000 * GROWTH * 11)
+    assert tenants["chat-bot"]["useful_tokens"] == pytest.approx(8_000 * GROWTH * 11)
