@@ -33,6 +33,9 @@ DATA_FILES = {
 TOP_LEVEL_SKIP = {".git", ".venv", "build", "dist", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 SKIP_SUFFIXES = (".pyc", ".egg-info", ".db", ".db-wal", ".db-shm")
 BAD_OUTPUT = ("Traceback", "ModuleNotFoundError", "ImportError")
+# Modules that need an optional extra, which the wheel here is installed without: a core install
+# must work without them (`gpuwatch mcp` then says what to install).
+NEEDS_EXTRA = {"agent.cli.mcp_app": "mcp"}
 
 
 @dataclass(frozen=True)
@@ -178,10 +181,18 @@ def test_every_installed_module_imports(installed: Installed) -> None:
         f"for root in {PACKAGES!r}:\n"
         "    package = importlib.import_module(root)\n"
         "    for m in pkgutil.walk_packages(package.__path__, root + '.'):\n"
-        "        if m.name != 'migrations.env':\n"
+        f"        if m.name != 'migrations.env' and m.name not in {set(NEEDS_EXTRA)!r}:\n"
         "            importlib.import_module(m.name)\n"
     )
     _ok(installed.run("python", "-c", probe))
+
+
+def test_mcp_without_its_extra_says_what_to_install(installed: Installed) -> None:
+    assert installed.run("python", "-c", "import mcp").returncode != 0  # the extra is not here
+    result = installed.run("gpuwatch", "mcp", "--config", str(installed.config))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "pip install 'gpuwatch[mcp]'" in result.stderr
+    _assert_clean(result)
 
 
 def test_version_is_the_wheel_s(installed: Installed) -> None:
