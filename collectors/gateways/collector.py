@@ -13,7 +13,7 @@ from datetime import datetime
 from collectors.base import CollectError, Sample
 from collectors.engines.exposition import Exposition, ExpositionError
 from collectors.gateways.tenant_tokens import GatewayMapping, first_present, map_tenants
-from collectors.limits import LimitExceeded
+from collectors.limits import LimitExceeded, NewSeries
 from collectors.scrape import ScrapeCollector, TargetSpec
 from foundation.redact import redact_url, redact_urls
 
@@ -27,6 +27,8 @@ class GatewayCollector:
         self._host = host
         self._scrape = ScrapeCollector(spec, host=host)  # its fetch: caps, timeout, token
         self._families = mapping.families()
+        # A tenant label is a key, a user or a team: new ones every day are the limit's case.
+        self._series = NewSeries(spec.limits.series_per_day_limit)
 
     def collect(self, now: datetime) -> list[Sample]:
         text = self._scrape.fetch()
@@ -37,8 +39,7 @@ class GatewayCollector:
                 text, keep=self._families.__contains__, check=limits.check_labels
             )
         except (ExpositionError, LimitExceeded) as exc:
-            url = redact_url(self._scrape.spec.url)
-            raise CollectError(f"gateway {self.target} ({url}): {redact_urls(str(exc))}") from exc
+            raise self._failed(str(exc)) from exc
         counters = (*self._mapping.prompt, *self._mapping.output)
         if first_present(exposition, counters) is None and not self._declared(exposition):
             raise CollectError(
@@ -46,7 +47,16 @@ class GatewayCollector:
                 f"{', '.join(counters)} in the response (LiteLLM: is its prometheus callback on?)"
             )
         # Declared without samples: no request served since the gateway started (0 tokens).
-        return map_tenants(exposition, self._mapping, self._host, self.target, now)
+        samples = map_tenants(exposition, self._mapping, self._host, self.target, now)
+        try:
+            self._series.admit(samples, now)
+        except LimitExceeded as exc:
+            raise self._failed(str(exc)) from exc
+        return samples
+
+    def _failed(self, problem: str) -> CollectError:
+        url = redact_url(self._scrape.spec.url)  # logged and stored without credentials
+        return CollectError(f"gateway {self.target} ({url}): {redact_urls(problem)}")
 
     def _declared(self, exposition: Exposition) -> bool:
         names = set(exposition.names())

@@ -95,3 +95,22 @@ def test_any_endpoint_by_its_own_metric_and_labels() -> None:
     with GatewayReplay(body) as gw:
         got = _scrape(gw.url, mapping)
     assert got == {(PROMPT, "llama-8b", "acme"): 10.0, (OUTPUT, "llama-8b", "acme"): 4.0}
+
+
+def test_a_body_over_the_label_or_series_limits_is_refused_whole() -> None:
+    from collectors.limits import ScrapeLimits
+
+    mapping = litellm.mapping("key", {})
+    cases = (
+        (ScrapeLimits(label_value_length_limit=32), "label_value_length_limit"),  # the hashes
+        (ScrapeLimits(series_per_day_limit=5), "series_per_day_limit"),  # 9 canonical series
+    )
+    for limits, says in cases:
+        with GatewayReplay(CAPTURE) as gw:
+            spec = TargetSpec("litellm", gw.url, limits=limits)
+            collector = GatewayCollector(spec, mapping, host="box")
+            try:
+                with pytest.raises(CollectError, match=says):
+                    collector.collect(NOW)
+            finally:
+                collector.close()
