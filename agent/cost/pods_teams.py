@@ -6,17 +6,24 @@ jobs, notebooks, training, anything gpuwatch does not scrape. GPU time a target 
 already counted through that target (and the target's own label) however the pods shared it,
 so it is not counted twice; it stays with the target's team. What the namespaces bring is
 exactly part of the "(no target)" line and is taken off it, so a roll-up still adds up to the
-fleet's metered cost.
+fleet's metered cost. A team's budget (``[[budget.teams]]``) counts the same: its targets'
+cost and its namespaces' untargeted pod cost (:func:`namespace_team_costs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from decimal import Decimal
+
+from sqlalchemy import Engine, func, select
 
 from agent.config.teams import Label, Labels
 from agent.cost.pods_read import PodCosts
+from agent.cost.split import Split
 from agent.cost.teams import NO_TARGET, GroupLine
+from migrations.schema import gpu_pod_allocations
 
 
 def namespace_groups(
@@ -61,3 +68,32 @@ def merged(groups: tuple[GroupLine, ...], extra: tuple[GroupLine, ...]) -> tuple
         if left.seconds > 0 or left.cost_usd > 0:
             lines.append(left)
     return tuple(lines)
+
+
+def namespace_team_costs(
+    engine: Engine, labels: Labels, start: datetime, end: datetime
+) -> dict[str, Decimal]:
+    """Each team's labelled namespaces' untargeted, priced pod cost over (start, end] (what
+    a team budget adds to its targets' cost); empty, without a query, where no label names a
+    namespace."""
+    if not labels.namespaces:
+        return {}
+    c = gpu_pod_allocations.c
+    with engine.connect() as conn:
+        split = Split.read(conn, start, end)
+        query = (
+            select(c.namespace, func.sum(c.untargeted_cost_usd))
+            .where(split.rows(gpu_pod_allocations, c.host))
+            .group_by(c.namespace)
+        )
+        rows = conn.execute(query).all()
+    out: dict[str, Decimal] = defaultdict(Decimal)
+    for namespace, cost in rows:
+        team = labels.of_namespace(namespace).team
+        if team is not None and cost is not None:
+            out[team] += Decimal(0) + cost
+    return dict(out)
+
+
+def plus(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    return {key: a.get(key, Decimal(0)) + b.get(key, Decimal(0)) for key in {*a, *b}}

@@ -1,7 +1,8 @@
 """Budgets per team (``[[budget.teams]]``): the fleet's budget figures scoped to a team's cost.
 
 A team's spend is what the cost ledger allocated to its targets (``gpu_allocations``, labels
-from :mod:`agent.config.teams`): metered only, because providers bill accounts, not teams. Its
+from :mod:`agent.config.teams`), and its labelled Kubernetes namespaces' pods' time no target
+held (:mod:`agent.cost.pods_teams`): metered only, because providers bill accounts, not teams. Its
 month-end forecast is the fleet's rule on the team's own pace: the team's cost over the fleet's
 burn window (the last day, from the first priced minute of it) over that window's metered
 stretch. :mod:`agent.cost.budget` makes each team's figures a ``BudgetInputs`` with ``team`` set,
@@ -18,6 +19,7 @@ from decimal import Decimal
 from sqlalchemy import Engine, func, select
 
 from agent.config.settings import Config
+from agent.cost.pods_teams import namespace_team_costs, plus
 from agent.cost.split import Split
 from agent.cost.teams import TargetKey, team_costs
 from migrations.schema import gpu_allocations
@@ -60,10 +62,13 @@ def team_spends(
     budgets = config.budget.teams
     if not budgets:
         return ()
-    month = team_costs(config.labels, target_costs(engine, month_start, end))
-    burn = {}
+    labels = config.labels
+    month = plus(team_costs(labels, target_costs(engine, month_start, end)),
+                 namespace_team_costs(engine, labels, month_start, end))  # fmt: skip
+    burn: dict[str, Decimal] = {}
     if burn_start is not None:
-        burn = team_costs(config.labels, target_costs(engine, burn_start, end))
+        burn = plus(team_costs(labels, target_costs(engine, burn_start, end)),
+                    namespace_team_costs(engine, labels, burn_start, end))  # fmt: skip
     zero = Decimal(0)
     return tuple(
         TeamSpend(

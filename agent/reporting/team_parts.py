@@ -88,7 +88,10 @@ def team_budget_rows(
         return ()
     at = min(period.end, now.replace(second=0, microsecond=0))
     fleet = gather_spend(engine, config, at - timedelta(microseconds=1))
-    last_minute = teams.team_costs(config.labels, target_costs(engine, at - MINUTE, at))
+    last_minute = pods_teams.plus(
+        teams.team_costs(config.labels, target_costs(engine, at - MINUTE, at)),
+        pods_teams.namespace_team_costs(engine, config.labels, at - MINUTE, at),
+    )
     out = []
     for team in fleet.teams:
         assert team.team is not None

@@ -195,3 +195,20 @@ def test_off_kubernetes_there_are_no_pods(db_url: str, fake_nvml: FakeNvml, tmp_
     assert "NAMESPACES" not in render(report, "table")
     blocks = digest_payload(report, None)["blocks"]
     assert not any("By namespace" in json.dumps(b) for b in blocks)
+
+
+def test_a_team_budget_counts_its_namespaces_untargeted_gpu_time(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    budget = '[[budget.teams]]\nteam = "research"\nmonthly_usd = 100\n'
+    with node_run(db_url, fake_nvml, tmp_path, extra=budget) as config:
+        engine = open_database(config.database_url)
+        try:
+            period = range_period(T0.isoformat(), END.isoformat(), "UTC")
+            report = build_report(engine, config, period, now=NOW)
+        finally:
+            engine.dispose()
+    (research,) = report.team_budgets
+    # notebook-1's GPU 1, which no target held; not eval-3's share of the target chat's GPU 0.
+    assert research.team == "research" and research.spent_usd == GPU_COST
+    assert research.used_ratio == pytest.approx(float(GPU_COST / 100))
