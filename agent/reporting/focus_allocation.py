@@ -8,11 +8,13 @@ dimensions, unit prices and Tags are the origin's. Each names the method that sp
 null for the unallocated portion) and that thing's own tags (``AllocatedTags``).
 
 Who used a GPU comes from allocation sources, asked in turn; the first that splits a charge
-splits it. Today there is one, :class:`TargetSource`: the serving targets as the cost ledger
-allocated them (by SM utilization, memory share or equally), each target's part cut into its
-busy and idle time, and the GPU time no target held as the unallocated portion. A source for
-MIG instances, tenants or pods is another :class:`AllocationSource` put before it in
-:func:`sources` (or one that refines a target's parts, built on :func:`exact_parts`).
+splits it (:func:`sources`). :class:`PodSource`: on Kubernetes, the pods as the ledger split
+the GPU by pod. :class:`TargetSource`: the serving targets as the cost ledger allocated them
+(by SM utilization, memory share or equally). Each one's part is cut into its busy and idle
+time (:func:`busy_and_idle`), and the GPU time nobody held is the unallocated portion
+(:func:`exact_parts`). A source for MIG instances or tenants is another
+:class:`AllocationSource` put before them (or one that refines a target's parts, built on the
+same two functions).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol
 
-from agent.config.teams import Labels
+from agent.config.teams import UNLABELLED, Labels
+from agent.cost.pods import NO_POD
 from agent.reporting.focus_charges import Charge
-from agent.reporting.focus_shares import Shares, TargetUse
+from agent.reporting.focus_shares import PodUse, Shares, TargetUse
 
 _MONEY = Decimal("1e-12")  # the ledger's scale
 _SECONDS = Decimal("1e-6")
@@ -37,12 +40,21 @@ SM_SHARE = "gpuwatch-sm-utilization-share"
 MEMORY_SHARE = "gpuwatch-memory-share"
 SM_ELSE_MEMORY = "gpuwatch-sm-utilization-else-memory-share"
 EQUAL_SHARE = "gpuwatch-equal-share"
+POD_SM = "gpuwatch-pod-sm-utilization-share"
+POD_MEMORY = "gpuwatch-pod-memory-share"
+POD_REQUEST = "gpuwatch-pod-request-share"
+POD_MIXED = "gpuwatch-pod-share"
 METHODS = {
     SOLE_TARGET: "each tick's GPU time went wholly to the one target on the GPU",
     SM_SHARE: "shared ticks split by the targets' processes' SM utilization",
     MEMORY_SHARE: "shared ticks split by the targets' processes' GPU memory",
     SM_ELSE_MEMORY: "shared ticks split by SM utilization where NVML gave it, else by memory",
     EQUAL_SHARE: "shared ticks split equally among the targets (cost.shared_gpu_split)",
+    POD_SM: "split among the Kubernetes pods by their processes' SM utilization",
+    POD_MEMORY: "split among the Kubernetes pods by their processes' GPU memory",
+    POD_REQUEST: "split equally among the pods the kubelet gave the GPU (no process on it)",
+    POD_MIXED: "split among the pods by SM utilization, memory or the kubelet's assignment, "
+    "as each tick allowed",
 }
 BUSY, IDLE, UNALLOCATED = "busy", "idle", "unallocated"
 PORTION_TAG = "gpuwatch/portion"
@@ -92,23 +104,11 @@ class TargetSource:
         return Allocation(method_of(charge.shares, self.rule), exact_parts(charge, parts))
 
     def _parts(self, charge: Charge, use: TargetUse) -> list[Part]:
-        cost = use.cost_usd or Decimal(0)
-        seconds = _seconds(use.seconds)
-        busy_seconds = min(_seconds(use.busy_seconds), seconds)
-        idle = _idle_cost(cost, seconds, busy_seconds)
-        tags = self._tags(charge.host, use)
-        rid, name = f"{charge.host}/{use.target}", f"{use.target} on {charge.host}"
-        parts = [
-            Part(rid, name, BUSY, cost - idle, busy_seconds, {**tags, PORTION_TAG: BUSY}),
-            Part(f"{rid}/idle", f"{name} (idle)", IDLE, idle, seconds - busy_seconds,
-                 {**tags, PORTION_TAG: IDLE}),
-        ]  # fmt: skip
-        kept = [p for p in parts if p.seconds > 0 or p.cost != 0] or parts[:1]
-        # The target's tokens go on its first row: a target's tokens are not busy or idle.
-        first = kept[0]
-        kept[0] = Part(first.resource_id, first.resource_name, first.portion, first.cost,
-                       first.seconds, first.tags, use.output_tokens, use.prompt_tokens)  # fmt: skip
-        return kept
+        return busy_and_idle(
+            f"{charge.host}/{use.target}", f"{use.target} on {charge.host}",
+            self._tags(charge.host, use), use.cost_usd, use.seconds, use.busy_seconds,
+            (use.output_tokens, use.prompt_tokens),
+        )  # fmt: skip
 
     def _tags(self, host: str, use: TargetUse) -> dict[str, str]:
         """The target's tags: FOCUS wants every tag that applies to the allocated resource, and
@@ -122,10 +122,80 @@ class TargetSource:
         return tags
 
 
+@dataclass(frozen=True, slots=True)
+class PodSource:
+    """On Kubernetes, the pods that held the GPU, as the cost ledger split it by pod; the time
+    no pod held (``(no pod)``) is the unallocated portion. Processes in no pod gpuwatch could
+    name are the pod ``(unattributed)``: allocated, to nobody known."""
+
+    labels: Labels = NO_LABELS
+
+    def allocate(self, charge: Charge) -> Allocation | None:
+        pods = [p for p in charge.shares.pods if p.pod != NO_POD]
+        if charge.cost_usd is None or not pods:
+            return None
+        parts = [part for pod in pods for part in self._parts(charge.host, pod)]
+        return Allocation(pod_method(pods), exact_parts(charge, parts))
+
+    def _parts(self, host: str, pod: PodUse) -> list[Part]:
+        tags = {"gpuwatch/namespace": pod.namespace, "gpuwatch/pod": pod.pod}
+        if self.labels.namespaces:
+            label = self.labels.of_namespace(pod.namespace)
+            tags["team"] = label.team or UNLABELLED
+            tags["project"] = label.project or UNLABELLED
+        return busy_and_idle(
+            f"{host}/{pod.namespace}/{pod.pod}", f"pod {pod.namespace}/{pod.pod} on {host}",
+            tags, pod.cost_usd, pod.seconds, pod.busy_seconds, (None, None),
+        )  # fmt: skip
+
+
 def sources(labels: Labels = NO_LABELS, rule: str = "memory") -> tuple[AllocationSource, ...]:
-    """The allocation sources, most specific first. MIG instances, tenants and pods go before
-    the targets when they exist: the first source that splits a charge splits it."""
-    return (TargetSource(labels, rule),)
+    """The allocation sources, most specific first: the first that splits a charge splits it.
+    Pods where the ledger split a GPU by pod (on Kubernetes), else the serving targets. MIG
+    instances and tenants go before them when they exist."""
+    return PodSource(labels), TargetSource(labels, rule)
+
+
+def busy_and_idle(
+    rid: str,
+    name: str,
+    tags: Mapping[str, str],
+    cost_usd: Decimal | None,
+    seconds_held: float,
+    busy_seconds: float,
+    tokens: tuple[float | None, float | None],
+) -> list[Part]:
+    """The busy and the idle part of what one thing held (either left out when it is empty);
+    its tokens on the first, since tokens are the thing's, not its busy or idle time's."""
+    cost = cost_usd or Decimal(0)
+    seconds = _seconds(seconds_held)
+    busy = min(_seconds(busy_seconds), seconds)
+    idle = _idle_cost(cost, seconds, busy)
+    parts = [
+        Part(rid, name, BUSY, cost - idle, busy, {**tags, PORTION_TAG: BUSY}, *tokens),
+        Part(f"{rid}/idle", f"{name} (idle)", IDLE, idle, seconds - busy,
+             {**tags, PORTION_TAG: IDLE}),
+    ]  # fmt: skip
+    kept = [p for p in parts if p.seconds > 0 or p.cost != 0] or parts[:1]
+    if kept[0] is not parts[0]:
+        first = kept[0]
+        kept[0] = Part(first.resource_id, first.resource_name, first.portion, first.cost,
+                       first.seconds, first.tags, *tokens)  # fmt: skip
+    return kept
+
+
+def pod_method(pods: Sequence[PodUse]) -> str:
+    """The AllocatedMethodId of a split by pod: the rule (or rules) the ledger's ticks used."""
+    used = [
+        method
+        for method, seconds in (
+            (POD_SM, sum(p.sm_seconds for p in pods)),
+            (POD_MEMORY, sum(p.memory_seconds for p in pods)),
+            (POD_REQUEST, sum(p.request_seconds for p in pods)),
+        )
+        if seconds > 0
+    ]
+    return used[0] if len(used) == 1 else POD_MIXED
 
 
 def allocate(charge: Charge, among: Sequence[AllocationSource]) -> Allocation | None:

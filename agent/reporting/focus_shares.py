@@ -24,7 +24,7 @@ from sqlalchemy import Connection, or_, select
 from agent.cost.split import Split, series_ranges
 from agent.cost.split_basis import BASIS, MEMORY, SplitBasis
 from agent.cost.summarize import OUTPUT, PROMPT
-from migrations.schema import gpu_allocations, rollups, series
+from migrations.schema import gpu_allocations, gpu_pod_allocations, rollups, series
 
 Bucket = Callable[[datetime], datetime]  # a row's start -> the start of its charge
 ChargeKey = tuple[datetime, str, str]  # (charge start, host, gpu uuid)
@@ -46,12 +46,29 @@ class TargetUse:
 
 
 @dataclass(frozen=True, slots=True)
+class PodUse:
+    """A Kubernetes pod's part of one GPU's charge, as the ledger split it by pod
+    (``gpu_pod_allocations``): its time and cost, and the seconds each rule split."""
+
+    namespace: str
+    pod: str
+    seconds: float
+    busy_seconds: float
+    cost_usd: Decimal | None
+    sm_seconds: float = 0.0
+    memory_seconds: float = 0.0
+    request_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Shares:
     """The targets' parts of a GPU's charge and the rule that split it (``basis`` None: no tick
-    saw several targets on the GPU, so whichever held it had it whole)."""
+    saw several targets on the GPU, so whichever held it had it whole), and on Kubernetes its
+    pods' parts."""
 
     uses: tuple[TargetUse, ...] = ()
     basis: SplitBasis | None = None
+    pods: tuple[PodUse, ...] = ()
 
 
 @dataclass
@@ -62,9 +79,18 @@ class _Use:
 
 
 @dataclass
+class _Pod:
+    seconds: float = 0.0
+    busy: float = 0.0
+    cost: Decimal | None = None
+    by_rule: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # sm, memory, request
+
+
+@dataclass
 class _Read:
     uses: dict[ChargeKey, dict[str, _Use]] = field(default_factory=dict)
     bases: dict[ChargeKey, dict[str, int]] = field(default_factory=dict)
+    pods: dict[ChargeKey, dict[tuple[str, str], _Pod]] = field(default_factory=dict)
 
 
 def read_shares(
@@ -75,10 +101,12 @@ def read_shares(
     read = _Read()
     _allocations(conn, split, bucket, read)
     _bases(conn, split, bucket, read)
+    _pods(conn, split, bucket, read)
     tokens = _tokens(conn, split, bucket, token_series)
     held = _held(read)
     out: dict[ChargeKey, Shares] = {}
-    for key, by_target in read.uses.items():
+    for key in read.uses.keys() | read.pods.keys():
+        by_target = read.uses.get(key, {})
         at, host, _ = key
         uses = tuple(
             TargetUse(target, u.seconds, u.busy, u.cost,
@@ -90,7 +118,7 @@ def read_shares(
         basis = (
             None if not ticks else SplitBasis(ticks.get("sm_utilization", 0), ticks.get(MEMORY, 0))
         )
-        out[key] = Shares(uses, basis)
+        out[key] = Shares(uses, basis, _pod_uses(read.pods.get(key, {})))
     return out
 
 
@@ -136,6 +164,30 @@ def _allocations(conn: Connection, split: Split, bucket: Bucket, read: _Read) ->
         u.busy += busy
         if cost is not None:
             u.cost = Decimal(cost) if u.cost is None else u.cost + Decimal(cost)
+
+
+def _pods(conn: Connection, split: Split, bucket: Bucket, read: _Read) -> None:
+    c = gpu_pod_allocations.c
+    query = select(c.host, c.gpu_uuid, c.namespace, c.pod, c.start, c.seconds, c.busy_seconds,
+                   c.cost_usd, c.sm_seconds, c.memory_seconds, c.request_seconds)  # fmt: skip
+    for host, uuid, namespace, pod, start, seconds, busy, cost, *by_rule in conn.execute(
+        query.where(split.rows(gpu_pod_allocations, c.host), c.seconds > 0)
+    ):
+        p = read.pods.setdefault((bucket(start), host, uuid), {}).setdefault(
+            (namespace, pod), _Pod()
+        )
+        p.seconds += seconds
+        p.busy += busy
+        p.by_rule = [a + b for a, b in zip(p.by_rule, by_rule, strict=True)]
+        if cost is not None:
+            p.cost = Decimal(cost) if p.cost is None else p.cost + Decimal(cost)
+
+
+def _pod_uses(pods: Mapping[tuple[str, str], _Pod]) -> tuple[PodUse, ...]:
+    return tuple(
+        PodUse(namespace, pod, p.seconds, p.busy, p.cost, *p.by_rule)
+        for (namespace, pod), p in sorted(pods.items())
+    )
 
 
 def _bases(conn: Connection, split: Split, bucket: Bucket, read: _Read) -> None:
