@@ -18,6 +18,7 @@ from tests.realvllm.watch import Watch
 
 SHORT, SHORT_N, LONG_N = 2, 7, 3
 MARGIN = 1.5  # every request's client time at least this factor away from the threshold
+SEPARATION = 16.0  # a long request over the slowest short one: 4x room each side of the threshold
 
 
 @dataclass(frozen=True)
@@ -29,16 +30,33 @@ class Truth:
     histogram_bounds: tuple[float, float]  # what the e2e histogram allows for the same requests
 
 
-def run(engine: object, watch: Watch, model: str, prompt: str) -> Truth:
+def run(engine: object, watch: Watch, model: str, prompt: str, tries: int = 3) -> Truth:
+    """One objective's phase; on a machine busy enough to bring a request near the threshold,
+    again with a new threshold (a new objective: the requests judged before do not count)."""
+    from tests.realvllm.test_real_vllm import Engine
+
+    assert isinstance(engine, Engine)
+    used: set[float] = set()
+    for _ in range(tries):
+        truth = _attempt(engine, watch, model, prompt, used)
+        if truth is not None:
+            return truth
+    raise AssertionError(f"every one of {tries} tries had a request near its threshold {used}")
+
+
+def _attempt(
+    engine: object, watch: Watch, model: str, prompt: str, used: set[float]
+) -> Truth | None:
     from tests.realvllm.test_real_vllm import Engine
 
     assert isinstance(engine, Engine)
     base, ledger = engine.server.base, engine.ledger
-    long = _calibrate(base, ledger, prompt)
-    _spans_settled(watch)  # every span so far arrived before the objective exists
-    short_top = max(t for t, n in ledger.timed[-3:] if n == SHORT)
-    long_low = min(t for t, n in ledger.timed[-3:] if n == long)
+    short_top, long, long_low = _calibrate(base, ledger, prompt)
+    _spans_settled(watch)  # every span so far arrived before this objective exists
     threshold = round(math.sqrt(short_top * long_low) * 1000) / 1000
+    while threshold in used:  # the same spelling would count the last try's requests too
+        threshold += 0.001
+    used.add(threshold)
     watch.set_objective(model, threshold, 0.95)
     before = promtext.parse(engine.quiet())
     start = len(ledger.timed)
@@ -46,23 +64,27 @@ def run(engine: object, watch: Watch, model: str, prompt: str) -> Truth:
         workload.complete(base, ledger, prompt, n)
     after = promtext.parse(engine.quiet())
     timed = ledger.timed[start:]
-    near = [t for t, _ in timed if threshold / MARGIN < t < threshold * MARGIN]
-    assert not near, f"requests too near the {threshold} s threshold to judge: {near}"
-    _wait(lambda: watch.span_requests() >= len(timed), "the objective's spans to be counted")
+    if any(threshold / MARGIN < t < threshold * MARGIN for t, _ in timed):
+        print(f"  objective: a request near {threshold} s: {timed}; trying again")
+        return None
+    _wait(lambda: watch.span_requests(threshold) >= len(timed), "the objective's spans")
     good = [(t, n) for t, n in timed if t <= threshold]
     return Truth(threshold, len(timed), len(good), sum(n for _, n in good),
                  _histogram(before, after, threshold))  # fmt: skip
 
 
-def _calibrate(base: str, ledger: workload.Ledger, prompt: str) -> int:
-    """A long request's token count that takes MARGIN**2 times the short ones' longest time."""
-    long = 64
+def _calibrate(base: str, ledger: workload.Ledger, prompt: str) -> tuple[float, int, float]:
+    """(the slowest of five short requests, a long request's token count, its time): the long
+    one takes SEPARATION times the slowest short one, so the threshold between them (their
+    geometric mean) has that factor's square root of room on each side."""
+    long = 128
     while True:
-        for n in (SHORT, SHORT, long):
+        for n in [SHORT] * 5 + [long]:
             workload.complete(base, ledger, prompt, n)
-        (short_a, _), (short_b, _), (took, _) = ledger.timed[-3:]
-        if took > max(short_a, short_b) * MARGIN**2 * 1.5 or long >= 1024:
-            return long
+        *shorts, (took, _) = ledger.timed[-6:]
+        short_top = max(t for t, _ in shorts)
+        if took > short_top * SEPARATION or long >= 4096:
+            return short_top, long, took
         long *= 2
 
 

@@ -82,13 +82,15 @@ class Watch:
         self.daemon.wait_for_notify("READY=1", timeout=60)
         assert "configuration reloaded" in self.daemon.log(), self.daemon.log()[-4000:]
 
-    def span_requests(self) -> float:
-        """The requests the daemon judged from spans so far (its /metrics, this tick)."""
+    def span_requests(self, e2e_seconds: float) -> float:
+        """The requests the daemon judged from spans by ``e2e <= e2e_seconds`` so far (its
+        /metrics, this tick)."""
         assert self.daemon is not None
+        label = f'objective="e2e<={round(e2e_seconds * 1000) / 1000:g}s"'
         return sum(
             float(line.rsplit(" ", 1)[1])
             for line in self.daemon.metrics().splitlines()
-            if line.startswith("gpuwatch_slo_span_requests_total{")
+            if line.startswith("gpuwatch_slo_span_requests_total{") and label in line
         )
 
     def stop(self) -> None:
