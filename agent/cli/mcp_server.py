@@ -18,6 +18,8 @@ INSTALL_HINT = (
     "(or pip install 'mcp>=2.3,<3' beside gpuwatch)"
 )
 
+_OURS = {"agent", "foundation", "collectors", "alerts", "migrations"}
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser(
@@ -46,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         from agent.cli.mcp_app import build_server  # the SDK, pydantic and more
     except ImportError as exc:
-        if not (exc.name or "").startswith(("mcp", "pydantic")):
+        # gpuwatch's own module missing is a bug; the SDK or one of its dependencies missing
+        # is the extra not (or not wholly) installed.
+        if (exc.name or "").split(".")[0] in _OURS:
             raise
         print(f"gpuwatch: {INSTALL_HINT}", file=sys.stderr)
         return 2
