@@ -294,3 +294,11 @@ def test_a_bad_configuration_stops_the_server_before_it_serves(tmp_path: Path) -
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 2 and "not_a_key" in done.stderr and done.stdout == ""
+
+
+def test_gpus_on_an_empty_database_says_none_was_observed(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "empty.toml"
+    config.write_text(f'host = "x"\ndatabase_url = "sqlite:///{tmp_path / "gw.db"}"\n')
+    document = as_json(cli("gpus", "--json", config=config))
+    assert document["gpus"] == [] and document["data"]["complete_to"] is None
+    assert cli("gpus", config=config)[1].endswith("No GPU observed in this window.\n")
