@@ -13,7 +13,8 @@ every 10 s over ``--hours`` of simulated time with the real rollup job every min
 rollup tables are compacted (SQLite ``VACUUM``, PostgreSQL ``VACUUM FULL``) and measured (table
 and index bytes: SQLite's ``dbstat``, PostgreSQL's ``pg_total_relation_size``), the rows of the
 four metrics are deleted, the tables compacted and measured again: the difference is what those
-rows take, the second measurement the baseline (the rollups without them), in the same run.
+rows take, the second measurement the baseline (the rollups without them), in the same run; then
+the rest is deleted, so the pages an empty table has count for neither.
 
 From bytes per row, per target: what a day adds (1,440 minute rows, 24 hour rows and one day
 row per series) and the steady state at the default retentions (minute rows 62 days, hour and
@@ -115,11 +116,18 @@ def split(engine: Engine) -> dict[str, tuple[Part, Part]]:
             conn.execute(delete(t).where(t.c.series_id.in_(ids)))
     compact(engine)
     base = table_bytes(engine)
+    # And empty: the pages a table has whatever its rows (its root, its indexes' roots, on
+    # PostgreSQL its free-space and visibility maps) belong to no row.
+    with engine.begin() as conn:
+        for name in NEW:
+            conn.execute(delete(histogram_rollups if name == histogram_rollups.name else rollups))
+    compact(engine)
+    empty = table_bytes(engine)
     out = {}
     for name, (new_series, new_rows, old_series, old_rows) in counts.items():
         out[name] = (
             Part(new_series, new_rows, full[name] - base[name]),
-            Part(old_series, old_rows, base[name]),
+            Part(old_series, old_rows, base[name] - empty[name]),
         )
     return out
 
