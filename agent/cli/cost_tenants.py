@@ -21,7 +21,7 @@ def read(config: Config, summary: Summary) -> Tenants | None:
         return None
     from agent.cost.provisional import reading
     from agent.cost.split import Split
-    from agent.cost.tenant_reads import use_on
+    from agent.cost.tenant_sources import all_use
     from agent.cost.tenants import summary_models, tenants
     from agent.storage.db import open_database
 
@@ -29,7 +29,7 @@ def read(config: Config, summary: Summary) -> Tenants | None:
     try:
         # The minutes not rolled up yet included, as the summary's (agent.cost.provisional).
         with reading(engine, config, (), (summary.start, summary.end)) as (conn, _):
-            use = use_on(conn, Split.read(conn, summary.start, summary.end))
+            use = all_use(conn, Split.read(conn, summary.start, summary.end), config.gateways)
     finally:
         engine.dispose()
     rule = config.cost.useful_tokens

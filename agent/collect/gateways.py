@@ -9,7 +9,11 @@ from collectors.scrape import TargetSpec
 
 
 def gateway_collectors(config: Config) -> list[GatewayCollector]:
-    return [GatewayCollector(_spec(g), g.mapping, host=config.host) for g in config.gateways]
+    return [
+        GatewayCollector(_spec(g), g.mapping, host=config.host)
+        for g in config.gateways
+        if g.scraped  # LiteLLM's spend logs are read at read time, not collected
+    ]
 
 
 def _spec(g: GatewayConfig) -> TargetSpec:

@@ -13,6 +13,9 @@ bearer_token_env = "LITELLM_MASTER_KEY"  # optional; or bearer_token_file
 kind = "prometheus" names its counters (sample names, ``_total`` included) and labels:
 prompt_tokens_metric, output_tokens_metric (both required), spend_metric (list-price USD,
 optional), tenant_label (default "tenant"), model_label (default "model").
+
+kind = "litellm_db" reads LiteLLM's spend logs in its PostgreSQL instead of its /metrics (no
+url; database_url_env or database_url_file, a postgresql+psycopg:// URL), at read time.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from collectors.gateways import litellm
 from collectors.gateways.tenant_tokens import GatewayMapping
 from collectors.limits import LIMIT_KEYS, ScrapeLimits
 
-KINDS = ("litellm", "prometheus")
+KINDS = ("litellm", "prometheus", "litellm_db")
+SPEND_LOGS = "litellm_db"  # read at read time from LiteLLM's database (agent.cost.spendlog_reads)
 MAX_GATEWAYS = 20
 MAX_TIMEOUT = 3600.0
 _METRIC_KEYS = ("prompt_tokens_metric", "output_tokens_metric", "spend_metric")
@@ -45,6 +49,11 @@ class GatewayConfig:
     bearer_token: Secret | None = None
     timeout_seconds: float = 5.0
     limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    database_url: Secret | None = None  # kind = "litellm_db": LiteLLM's PostgreSQL
+
+    @property
+    def scraped(self) -> bool:
+        return self.kind != SPEND_LOGS
 
 
 def parse_gateways(
@@ -56,7 +65,8 @@ def parse_gateways(
         return ()
     taken = set(targets)
     allowed = {"name", "url", "kind", "tenant", "models", "bearer_token_env", "bearer_token_file",
-               "timeout", *_METRIC_KEYS, *_LABEL_KEYS, *LIMIT_KEYS}  # fmt: skip
+               "timeout", "database_url_env", "database_url_file", *_METRIC_KEYS, *_LABEL_KEYS,
+               *LIMIT_KEYS}  # fmt: skip
     out: list[GatewayConfig] = []
     for i, item in enumerate(items):
         path = f"gateways[{i}]"
@@ -67,24 +77,47 @@ def parse_gateways(
         elif not name.strip() or name in taken:
             why = "empty" if not name.strip() else "already the name of a target or a gateway"
             r.problem(f"{path}.name", f"{why}: {shown(name)}")
-        if f"{path}.url" not in t:
-            r.problem(f"{path}.url", "missing (the gateway's /metrics URL)")
         kind = r.string(t, f"{path}.kind", "litellm")
+        database = _database(r, t, path, kind)
+        if kind == SPEND_LOGS:
+            url = url or ""
+        elif f"{path}.url" not in t:
+            r.problem(f"{path}.url", "missing (the gateway's /metrics URL)")
         mapping, tenant = _mapping(r, t, path, kind)
         token = r.secret(t, f"{path}.bearer_token")
         timeout = r.duration(t, f"{path}.timeout", 5.0, maximum=MAX_TIMEOUT)
         limits = parse_limits(r, t, path)
         if name is not None and url is not None and mapping is not None:
             taken.add(name)
-            out.append(GatewayConfig(name, url, kind, mapping, tenant, token, timeout, limits))
+            out.append(GatewayConfig(name, url, kind, mapping, tenant, token, timeout, limits,
+                                     database))  # fmt: skip
     return tuple(out)
+
+
+def _database(r: Reader, t: dict[str, Any], path: str, kind: str) -> Secret | None:
+    """LiteLLM's database URL (kind = "litellm_db" only, and required there)."""
+    secret = r.secret(t, f"{path}.database_url")
+    named = f"{path}.database_url_env" in t or f"{path}.database_url_file" in t
+    if kind != SPEND_LOGS:
+        if named:
+            r.problem(f"{path}.database_url_env", 'only for kind = "litellm_db"')
+        return None
+    if f"{path}.url" in t:
+        r.problem(f"{path}.url", 'not for kind = "litellm_db" (it reads the database)')
+    if not named:
+        r.problem(
+            f"{path}.database_url_env", "missing (LiteLLM's PostgreSQL URL, from env or file)"
+        )
+    elif secret is not None and not secret.reveal().startswith("postgresql"):
+        r.problem(f"{path}.database_url_env", "expected a postgresql+psycopg:// URL")
+    return secret
 
 
 def _mapping(
     r: Reader, t: dict[str, Any], path: str, kind: str
 ) -> tuple[GatewayMapping | None, str]:
     models = _models(r, t, f"{path}.models")
-    if kind == "litellm":
+    if kind in ("litellm", SPEND_LOGS):
         for key in (*_METRIC_KEYS, *_LABEL_KEYS):
             if f"{path}.{key}" in t:
                 r.problem(f"{path}.{key}", 'only for kind = "prometheus" (LiteLLM\'s are known)')

@@ -18,8 +18,9 @@ from decimal import Decimal
 from sqlalchemy import Engine
 
 from agent.config.settings import Config
+from agent.cost.split import Split
 from agent.cost.summarize import summarize_on
-from agent.cost.tenant_reads import tenant_use
+from agent.cost.tenant_sources import all_use
 from agent.cost.tenants import summary_models, tenants
 
 
@@ -40,7 +41,7 @@ def tenant_costs(
     rule = config.cost.useful_tokens
     with engine.connect() as conn:
         summary = summarize_on(conn, start, end, useful=rule)
-        use = tenant_use(conn, start, end)
+        use = all_use(conn, Split.read(conn, start, end), config.gateways)
     found = tenants(summary_models(summary, rule), use, rule)
     return {
         t.name: sum((p.cost_usd for p in t.parts if p.cost_usd is not None), Decimal(0))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, func, select, union_all
@@ -37,12 +36,8 @@ class TenantUse:
         return self.output + (self.prompt if rule == "output+prompt" else 0.0)
 
 
-def tenant_use(conn: Connection, start: datetime, end: datetime) -> dict[TenantKey, TenantUse]:
-    """Per (model, tenant), the window's increases of every gateway's counters."""
-    return use_on(conn, Split.read(conn, start, end))
-
-
 def use_on(conn: Connection, split: Split) -> dict[TenantKey, TenantUse]:
+    """Per (model, tenant), the window's increases of every scraped gateway's counters."""
     query = select(series.c.id, series.c.host, series.c.metric, series.c.labels).where(
         series.c.metric.in_((PROMPT, OUTPUT, SPEND))
     )

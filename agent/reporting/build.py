@@ -25,7 +25,7 @@ from agent.config.settings import Config
 from agent.cost.pods_read import pod_costs, read_ledger
 from agent.cost.provisional import reading
 from agent.cost.split_basis import split_bases
-from agent.cost.tenant_reads import use_on
+from agent.cost.tenant_sources import all_use
 from agent.reporting.efficiency_parts import with_efficiency
 from agent.reporting.figures import Figures
 from agent.reporting.model import DataExtent, Period, Report
@@ -92,7 +92,7 @@ def build_report(
         moved = estimates(conn, current.split, wanted)
         served = serving_reads(conn, current.split, wanted)
         bases = split_bases(conn, current.split, wanted.hosts)
-        gateway_use = use_on(conn, current.split) if config.gateways else {}
+        gateway_use = all_use(conn, current.split, config.gateways)
         pod_ledger = read_ledger(conn, current.split, wanted.hosts)
         fired = history(conn, period)
     figures = Figures.of(current, wanted, rule)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,11 @@ MISTAKES = [
      "gateways[0].bearer_token_env", "NOPE is not set"),
     ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\ntenants = "key"', "gateways[0].tenants",
      "unknown key"),
+    ('name = "g"\nkind = "litellm_db"', "gateways[0].database_url_env", "missing"),
+    ('name = "g"\nkind = "litellm_db"\nurl = "http://127.0.0.1:4000/metrics"\n'
+     'database_url_env = "DB"', "gateways[0].url", 'not for kind = "litellm_db"'),
+    ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\ndatabase_url_env = "DB"',
+     "gateways[0].database_url_env", 'only for kind = "litellm_db"'),
     ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\n[[budget.tenants]]\nmonthly_usd = 5',
      "budget.tenants[0].tenant", "missing"),
     ('name = "g"\nurl = "http://127.0.0.1:4000/metrics"\n[[budget.tenants]]\ntenant = "a"',
@@ -84,7 +90,7 @@ def test_a_tenant_budget_loads_and_needs_a_gateway(tmp_path: Path) -> None:
     ]
     path.write_text(GOOD + '[[budget.tenants]]\ntenant = "search-app"\nmonthly_usd = 300\n')
     (budget,) = load_config(str(path), {"LITELLM_MASTER_KEY": "k"}).budget.tenants
-    assert (budget.tenant, budget.monthly_usd) == ("search-app", 300)
+    assert (budget.tenant, budget.monthly_usd) == ("search-app", Decimal(300))
 
 
 @pytest.mark.parametrize(("body", "key", "says"), MISTAKES, ids=[m[1] for m in MISTAKES])
@@ -94,6 +100,6 @@ def test_each_mistake_is_named_by_its_key(tmp_path: Path, body: str, key: str, s
     path.write_text('[[targets]]\nname = "llama"\nurl = "http://127.0.0.1:8000/metrics"\n'
                     f"[[gateways]]\n{body}\n")  # fmt: skip
     with pytest.raises(ConfigError) as caught:
-        load_config(str(path), {})
+        load_config(str(path), {"DB": "postgresql+psycopg://litellm@127.0.0.1/litellm"})
     (problem,) = [p for p in caught.value.problems if p.startswith(key + ":")]
     assert says in problem
