@@ -259,8 +259,17 @@ HEALTH_SIGNALS = (
     ),
 )
 
+# A gateway's counters per tenant (collectors.gateways), labelled host, target (the gateway),
+# model and tenant: the gateway's raw cumulative values, never counted as engine tokens.
+GATEWAY_SIGNALS = (
+    _c("gpuwatch_gateway_prompt_tokens_total", "Prompt tokens a gateway sent for a tenant."),
+    _c("gpuwatch_gateway_generation_tokens_total", "Output tokens a gateway got for a tenant."),
+    _c("gpuwatch_gateway_spend_usd_total", "A gateway's list-price spend for a tenant (USD)."),
+)
+
 SIGNALS: dict[str, Signal] = {
-    s.name: s for s in GPU_SIGNALS + ENGINE_SIGNALS + COST_SIGNALS + HEALTH_SIGNALS
+    s.name: s
+    for s in GPU_SIGNALS + ENGINE_SIGNALS + COST_SIGNALS + HEALTH_SIGNALS + GATEWAY_SIGNALS
 }
 
 _HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum", "_created")

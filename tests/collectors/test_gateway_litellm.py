@@ -114,3 +114,10 @@ def test_a_body_over_the_label_or_series_limits_is_refused_whole() -> None:
                     collector.collect(NOW)
             finally:
                 collector.close()
+
+
+def test_every_gateway_series_is_a_canonical_counter() -> None:
+    from collectors.signals import SIGNALS, Kind
+
+    for metric in (PROMPT, OUTPUT, SPEND):
+        assert SIGNALS[metric].kind is Kind.COUNTER
