@@ -90,6 +90,15 @@ SMOKE: dict[str, Smoke] = {
             "SQLite: the four add per target",
         ),
     ),
+    "pod_ledger": Smoke(
+        "--gpus 2 --pods 2 --ticks 12 --rounds 2",
+        (
+            "A  pod_samples per tick:",
+            "baseline Allocator.samples:",
+            "B  meter with the pods' split:",
+            "baseline meter without pods:",
+        ),
+    ),  # fmt: skip
     "slo_burn": Smoke(
         "--targets 1,2 --history-days 0.05,0.1 --history-targets 2 --rounds 2",
         (
