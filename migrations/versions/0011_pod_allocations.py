@@ -7,8 +7,8 @@ Create Date: 2026-12-05
 One row per GPU, pod and bucket (minute, hour, day), as ``gpu_allocations`` has per target:
 the pod's GPU seconds, busy seconds and cost, and the seconds split by SM utilization, by
 memory and by the kubelet's allocation alone, and the part of its time, busy time and cost
-while no serving target held the GPU (what a namespace's label brings its team). Ledgers metered before the upgrade have no pod
-rows: their time is in no pod, as it was.
+while no serving target held the GPU (what a namespace's label brings its team). Ledgers
+metered before the upgrade have no pod rows: their time is in no pod, as it was.
 """
 
 from __future__ import annotations
