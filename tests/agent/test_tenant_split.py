@@ -5,6 +5,7 @@ remainder's place, and unknown cost kept unknown."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 from agent.cost.tenant_reads import TenantUse
 from agent.cost.tenants import UNATTRIBUTED, ModelCost, split_model
@@ -60,3 +61,17 @@ def test_the_report_splits_to_the_cent_and_still_adds_up() -> None:
     parts = split_model(_line("1.004", 400.0), used, "output", Decimal("0.01"))
     assert [p.cost_usd for p in parts] == [Decimal("0.25")] * 3 + [Decimal("0.25")]
     assert parts[-1].tenant == UNATTRIBUTED
+
+
+def test_without_a_gateway_cost_json_has_empty_tenant_lists_and_no_table(tmp_path: Path) -> None:
+    from typing import Any, cast
+
+    from agent.cli.cost_tenants import as_json, lines
+    from agent.config.settings import load_config
+
+    path = tmp_path / "g.toml"
+    path.write_text('host = "box"\n')
+    config = load_config(str(path), {})
+    summary = cast(Any, None)  # not read: no gateway, nothing to split
+    assert as_json(config, summary) == {"tenants": [], "tenant_models_not_served": []}
+    assert lines(config, summary) == []
