@@ -52,11 +52,15 @@ class TenantModel:
 
     tenant: str
     model: str
-    tokens: float  # useful tokens, as the gateway counts them (0 for the unattributed line)
+    tokens: float  # useful tokens as the gateway counts them; unattributed: the model's rest
     share: Decimal  # of the model's cost
-    cost_usd: Decimal | None  # None: the model's cost is unknown
+    cost_usd: Decimal | None  # rounded to the output's step; None: the model's cost is unknown
     idle_usd: Decimal | None
     list_usd: Decimal | None  # the gateway's list-price spend; None where it gave none
+    # The share unrounded: what cost per million tokens and the idle share are computed from
+    # (a cent-rounded line of a few cents would make them jump by a third).
+    exact_cost: Decimal | None = None
+    exact_idle: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +84,13 @@ class TenantLine:
 
     @property
     def idle_share(self) -> Decimal | None:
-        cost, idle = self.cost_usd, self.idle_usd
+        cost = _sum([p.exact_cost for p in self.parts])
+        idle = _sum([p.exact_idle for p in self.parts])
         return None if cost is None or idle is None or cost <= 0 else idle / cost
 
     @property
     def per_million(self) -> Decimal | None:
-        cost = self.cost_usd
+        cost = _sum([p.exact_cost for p in self.parts])
         if cost is None or self.tokens <= 0:
             return None
         return cost / Decimal(repr(self.tokens)) * MILLION
@@ -169,17 +174,18 @@ def split_model(
     whole = bool(names) and sum(tokens.values()) >= denominator
     costs = _portions(model.cost_usd.quantize(step, ROUND_HALF_EVEN), shares, names, whole, step)
     idles = _portions(model.idle_usd.quantize(step, ROUND_HALF_EVEN), shares, names, whole, step)
-    out = [
-        TenantModel(t, model.name, tokens[t], shares[t],
-                    None if unknown else costs[t], None if unknown else idles[t],
-                    _list_price(used[t]))
-        for t in names
-    ]  # fmt: skip
-    rest = Decimal(1) - sum(shares.values(), Decimal(0))
+
+    def part(tenant: str, count: float, share: Decimal, listed: Decimal | None) -> TenantModel:
+        if unknown:
+            return TenantModel(tenant, model.name, count, share, None, None, listed)
+        return TenantModel(tenant, model.name, count, share, costs[tenant], idles[tenant], listed,
+                           model.cost_usd * share, model.idle_usd * share)  # fmt: skip
+
+    out = [part(t, tokens[t], shares[t], _list_price(used[t])) for t in names]
     if not whole:
-        out.append(TenantModel(UNATTRIBUTED, model.name, 0.0, rest,
-                               None if unknown else costs[UNATTRIBUTED],
-                               None if unknown else idles[UNATTRIBUTED], None))  # fmt: skip
+        rest = denominator - sum(tokens.values())
+        share = Decimal(repr(rest / denominator)) if denominator else Decimal(1)
+        out.append(part(UNATTRIBUTED, rest, share, None))
     return out
 
 

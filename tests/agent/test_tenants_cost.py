@@ -103,18 +103,16 @@ def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly_in_cost(
     for t in (search, chat):
         share = Decimal(repr(t["useful_tokens"] / useful))
         assert Decimal(t["cost_usd"]) == pytest.approx(cost * share, abs=Decimal("0.000001"))
-        assert Decimal(t["cost_per_million_tokens_usd"]) == pytest.approx(
-            Decimal(t["cost_usd"]) / Decimal(repr(t["useful_tokens"])) * 1_000_000,
-            rel=Decimal("1e-6"),
-        )
+        # One model: every tenant pays its price per token, whatever the rounding.
+        assert t["cost_per_million_tokens_usd"] == model["cost_per_million_tokens_usd"]
     rest = tenants["(unattributed)"]
+    assert rest["useful_tokens"] == useful - search["useful_tokens"] - chat["useful_tokens"]
+    assert rest["cost_per_million_tokens_usd"] == model["cost_per_million_tokens_usd"]
     assert Decimal(search["cost_usd"]) > Decimal(chat["cost_usd"]) > Decimal(rest["cost_usd"]) > 0
     assert sum(Decimal(t["cost_usd"]) for t in tenants.values()) == cost  # exactly
     idle = sum(Decimal(t["idle_cost_usd"]) for t in tenants.values())
     assert 0 < idle < cost  # 60 % busy: some of each line's cost is idle time
-    assert search["idle_share"] == pytest.approx(
-        rest["idle_share"], abs=1e-3
-    )  # micro-dollar rounding
+    assert search["idle_share"] == pytest.approx(rest["idle_share"])  # one model, one ratio
     # The gateway's list price (its spend counter) against the real cost.
     listed = Decimal(search["list_price_usd"])
     assert listed == pytest.approx(Decimal("0.0252") * 12 * Decimal(GROWTH), abs=Decimal("2e-6"))
@@ -159,6 +157,8 @@ def test_the_report_and_digest_have_the_tenants_adding_up_to_the_model(
     assert sum(Decimal(t["cost_usd"]) for t in tenants.values()) == Decimal(model["cost_usd"])
     assert tenants["search-app"]["useful_tokens"] == 24_000 * GROWTH * 12
     assert tenants["search-app"]["models"] == MODEL
+    for name in ("search-app", "(unattributed)"):  # from the unrounded shares
+        assert tenants[name]["cost_per_million_tokens_usd"] == model["cost_per_million_tokens_usd"]
     assert tenants["(unattributed)"]["list_price_usd"] is None
     for fmt, title in (("table", "TENANTS"), ("markdown", "Tenants"), ("html", "Tenants"),
                        ("csv", "tenants")):  # fmt: skip
