@@ -235,10 +235,11 @@ def _summary(config: Config) -> str:
 
     collectors = ["nvml"] if config.collectors.nvml.enabled else []
     listen = config.daemon.metrics_listen or "disabled"
+    gateways = f"{len(config.gateways)} gateway(s), " if config.gateways else ""
     return (
         f"{config.source}: OK (host {config.host}, every {config.daemon.interval_seconds:g}s, "
         f"/metrics {listen}, collectors: {', '.join(collectors) or 'none'}, "
-        f"{len(config.targets)} target(s), {len(config.rates)} rate(s), "
+        f"{len(config.targets)} target(s), {gateways}{len(config.rates)} rate(s), "
         f"database {'SQLite' if is_sqlite(config.database_url) else 'PostgreSQL'})"
     )
 

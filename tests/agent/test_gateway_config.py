@@ -103,3 +103,15 @@ def test_each_mistake_is_named_by_its_key(tmp_path: Path, body: str, key: str, s
         load_config(str(path), {"DB": "postgresql+psycopg://litellm@127.0.0.1/litellm"})
     (problem,) = [p for p in caught.value.problems if p.startswith(key + ":")]
     assert says in problem
+
+
+def test_check_config_counts_the_gateways(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.cli.main import main
+
+    monkeypatch.setenv("LITELLM_MASTER_KEY", "sk-1")
+    path = tmp_path / "g.toml"
+    path.write_text(GOOD)
+    assert main(["check-config", "--config", str(path)]) == 0
+    assert "1 target(s), 2 gateway(s)," in capsys.readouterr().out
