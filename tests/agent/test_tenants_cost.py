@@ -92,6 +92,9 @@ def test_each_key_pays_its_token_share_and_the_lines_add_up_exactly_in_cost(
     document = _cost_json(box[1], capsys)
     (model,) = document["models"]
     cost, useful = Decimal(model["cost_usd"]), model["useful_tokens"]
+    # The gateway's tokens are not the fleet's: no line for its API model, and the fleet's
+    # useful tokens are the engine's alone.
+    assert document["fleet"]["useful_tokens"] == useful
     assert cost > 0
     tenants = {t["name"]: t for t in document["tenants"]}
     assert list(tenants) == ["chat-bot", "search-app", "(unattributed)"]
