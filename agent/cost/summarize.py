@@ -9,7 +9,6 @@ case, gives it all). Money stays Decimal throughout.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,17 +29,14 @@ from sqlalchemy import (
 
 from agent.cost.split import Split, series_ranges
 from agent.cost.split_basis import SplitBasis, split_bases
-from agent.storage.rolled_up import (
-    COMPLETED_GENERATION_TOKENS,
-    COMPLETED_PROMPT_TOKENS,
-    COMPLETED_PROMPT_TOKENS_COMPUTED,
-    GENERATION_TOKENS,
-    PROMPT_TOKENS,
-    PROMPT_TOKENS_COMPUTED,
-    REQUESTS_COMPLETED,
-    REQUESTS_FINISHED,
-    rolled_up,
-)
+from agent.cost.tokens import COUNTERS as COUNTERS
+from agent.cost.tokens import OUTPUT as OUTPUT
+from agent.cost.tokens import PER_REQUEST as PER_REQUEST
+from agent.cost.tokens import PROMPT as PROMPT
+from agent.cost.tokens import TOKEN_METRICS as TOKEN_METRICS
+from agent.cost.tokens import TokenKey as TokenKey
+from agent.cost.tokens import Tokens as Tokens
+from agent.cost.tokens import tokens_by_target as tokens_by_target
 from migrations.schema import (
     gpu_allocations,
     gpu_usage,
@@ -48,64 +44,7 @@ from migrations.schema import (
     series,
 )
 
-OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS = rolled_up(
-    GENERATION_TOKENS, PROMPT_TOKENS_COMPUTED, PROMPT_TOKENS, REQUESTS_FINISHED
-)
-DONE_OUTPUT, DONE_PROMPT, DONE_PROMPT_COMPUTED, DONE_REQUESTS = rolled_up(
-    COMPLETED_GENERATION_TOKENS,
-    COMPLETED_PROMPT_TOKENS,
-    COMPLETED_PROMPT_TOKENS_COMPUTED,
-    REQUESTS_COMPLETED,
-)
-TOKEN_METRICS = (OUTPUT, PROMPT_COMPUTED, PROMPT, REQUESTS) + (
-    DONE_OUTPUT, DONE_PROMPT, DONE_PROMPT_COMPUTED, DONE_REQUESTS)  # fmt: skip
 MILLION = Decimal(1_000_000)
-
-# How a target's useful tokens were counted (``Tokens.bases``): per finished request, from the
-# engine's per-request histograms (vLLM), or from its token counters (every other engine).
-PER_REQUEST = "completed_requests"
-COUNTERS = "token_counters"
-
-
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    output: float = 0.0  # useful output tokens: completed requests' where the engine says
-    prompt: float = 0.0  # computed prompt tokens where the engine says, else all prompt tokens
-    requests: float = 0.0  # finished (completed where counted per request), whatever the reason
-    generated: float = 0.0  # every output token the engine generated, abandoned work included
-    # Of the targets counted per request: what they generated, and their useful output. The
-    # difference is what clients abandoned (other engines cannot tell: unknown, not zero).
-    per_request_generated: float = 0.0
-    per_request_output: float = 0.0
-    bases: frozenset[str] = frozenset()
-
-    def useful(self, rule: str) -> float:
-        return self.output + (self.prompt if rule == "output+prompt" else 0.0)
-
-    @property
-    def abandoned(self) -> float | None:
-        """Output tokens generated for requests that never completed (a client gone mid-stream,
-        and what is still in flight at the window's end); None where no engine counts it."""
-        if PER_REQUEST not in self.bases:
-            return None
-        return max(0.0, self.per_request_generated - self.per_request_output)
-
-    @property
-    def basis(self) -> str:
-        """Which rule counted the useful tokens: "completed_requests", "token_counters", both
-        joined by "+" where a model's targets differ, "" with no tokens at all."""
-        return "+".join(sorted(self.bases))
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(
-            self.output + other.output,
-            self.prompt + other.prompt,
-            self.requests + other.requests,
-            self.generated + other.generated,
-            self.per_request_generated + other.per_request_generated,
-            self.per_request_output + other.per_request_output,
-            self.bases | other.bases,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,38 +251,6 @@ def _token_rows(conn: Any, split: Split, host: str | None) -> list[tuple[str, st
         if increase is not None:
             sums[sid] = sums.get(sid, 0.0) + increase
     return [(*meta[sid], increase) for sid, increase in sums.items()]
-
-
-TokenKey = tuple[str, str, str]  # (host, target, model)
-
-
-def tokens_by_target(rows: Iterable[Any]) -> dict[TokenKey, Tokens]:
-    per: dict[tuple[TokenKey, str], float] = defaultdict(float)
-    for host, metric, labels_json, increase in rows:
-        if increase is None:
-            continue
-        labels = json.loads(labels_json)
-        key = (host, labels.get("target", ""), labels.get("model", ""))
-        per[(key, metric)] += increase
-    return {key: _tokens_of(key, per) for key in {k for k, _ in per}}
-
-
-def _tokens_of(key: TokenKey, per: Mapping[tuple[TokenKey, str], float]) -> Tokens:
-    """One target's tokens: per completed request where the engine counts them (vLLM's
-    per-request histograms), else from its token counters. A series the engine exposes has
-    rollup rows (zero increases included) in every window it was scraped in."""
-
-    def first(*metrics: str) -> float:
-        return next((v for m in metrics if (v := per.get((key, m))) is not None), 0.0)
-
-    generated = first(OUTPUT)
-    done = per.get((key, DONE_OUTPUT))
-    if done is None:
-        prompt = first(PROMPT_COMPUTED, PROMPT)
-        return Tokens(generated, prompt, first(REQUESTS), generated, bases=frozenset({COUNTERS}))
-    prompt = first(DONE_PROMPT_COMPUTED, DONE_PROMPT)
-    requests = first(DONE_REQUESTS, REQUESTS)
-    return Tokens(done, prompt, requests, generated, generated, done, frozenset({PER_REQUEST}))
 
 
 def _summary(

@@ -358,7 +358,9 @@ def team_lines(report: Report, only: str | None = None) -> list[str]:
 def _abandoned(row: ModelRow) -> str:
     """What clients abandoned mid-stream, where the engine counts it and there was some."""
     if not row.abandoned_tokens:
-        return ""
+        # Engines that count aborted requests but not their tokens (Dynamo, Triton, LMDeploy).
+        aborted = row.abandoned_requests
+        return f" · abandoned {aborted:,.0f} requests" if aborted else ""
     cost = "" if row.abandoned_cost_usd is None else f", {usd(row.abandoned_cost_usd)}"
     return f" · abandoned {row.abandoned_tokens:,.0f} tokens{cost}"
 

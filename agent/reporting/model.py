@@ -115,6 +115,9 @@ class ModelRow:
     generated_tokens: float = 0.0
     abandoned_tokens: float | None = None  # None: the engine cannot tell (not zero)
     abandoned_cost_usd: Decimal | None = None
+    # Requests finished with reason "abort" (clients gone; Dynamo's disconnected clients);
+    # None where no engine of the model counts finish reasons.
+    abandoned_requests: float | None = None
     # How useful tokens were counted: "completed_requests" (per-request histograms, exact to
     # the request) or "token_counters" (the engine's token counters), "+"-joined when mixed.
     useful_tokens_source: str = ""

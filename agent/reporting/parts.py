@@ -159,6 +159,7 @@ def model_rows(
             generated_tokens=m.tokens.generated,
             abandoned_tokens=m.tokens.abandoned,
             abandoned_cost_usd=abandoned_cost(m.cost, m.tokens, m.cost_unknown),
+            abandoned_requests=m.tokens.aborted,
             useful_tokens_source=m.tokens.basis,
             cost_unknown_reason=m.cost_unknown,
             idle_cost_usd=m.idle,

@@ -173,7 +173,7 @@ def spend_source_record(s: SpendSource) -> Record:
 def model_record(m: ModelRow) -> Record:
     per_m, previous = m.cost_per_million_tokens_usd, m.previous_cost_per_million_tokens_usd
     # No token source at all (Ollama has no token counters): unknown, not 0 tokens.
-    counted = bool(m.useful_tokens_source)
+    counted = bool(m.useful_tokens_source) or m.useful_tokens > 0
     record: Record = {
         "model": Cell(Kind.TEXT, m.model),
         "requests": Cell(Kind.COUNT, m.requests if counted else None, UNCOUNTED),
@@ -187,6 +187,7 @@ def model_record(m: ModelRow) -> Record:
         "useful_tokens_source": Cell(Kind.TEXT, m.useful_tokens_source),
         "generated_tokens": Cell(Kind.COUNT, m.generated_tokens),
         "abandoned_tokens": Cell(Kind.COUNT, m.abandoned_tokens, UNCOUNTED),
+        "abandoned_requests": Cell(Kind.COUNT, m.abandoned_requests),
         "abandoned_cost_usd": Cell(Kind.USD, m.abandoned_cost_usd, UNCOUNTED),
         "cost_unknown_reason": Cell(Kind.TEXT, m.cost_unknown_reason, ""),
         "idle_cost_usd": _cost(m.idle_cost_usd, m.cost_unknown_reason),

@@ -52,3 +52,20 @@ def serving_section(report: Report) -> Section:
     )
     records = _each(report.models, fields.model_record)
     return _grid("serving", "Serving efficiency", columns, records, note=SERVING_NOTE)
+
+
+def aborted_sections(report: Report) -> list[Section]:
+    """Per model whose engine counts finish reasons: the requests it finished as aborted
+    (clients gone: vLLM's aborts, Dynamo's disconnected clients, Triton's cancellations),
+    beside all it finished. None counts them: no section."""
+    rows = [m for m in report.models if m.abandoned_requests is not None]
+    if not rows:
+        return []
+    columns = (
+        _text("model", "model"),
+        Column("requests", "finished"),
+        Column("abandoned_requests", "aborted"),
+    )
+    note = "requests the engine finished with reason abort: work done for clients who left"
+    return [_grid("aborted", "Aborted requests", columns, _each(rows, fields.model_record),
+                  note=note)]  # fmt: skip

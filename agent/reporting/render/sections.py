@@ -19,6 +19,7 @@ from agent.reporting.render.grid import each as _each
 from agent.reporting.render.grid import grid as _grid
 from agent.reporting.render.grid import pairs as _pairs
 from agent.reporting.render.grid import text_column as _text
+from agent.reporting.render.model_sections import aborted_sections
 from agent.reporting.render.model_sections import objectives_sections as _objectives
 from agent.reporting.render.model_sections import serving_section as _serving
 from agent.reporting.render.pod_sections import pod_sections
@@ -104,6 +105,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         _spend_sources(report),
         _models(report),
         _work(report),
+        *aborted_sections(report),
         _targets(report),
         _hosts(report),
         *group_sections(report),
