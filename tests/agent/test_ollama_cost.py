@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from agent.config.settings import load_config
 from agent.daemon.app import App
-from agent.reporting.build import build_report
-from agent.reporting.period import range_period
 from agent.reporting.render.dispatch import render
 from agent.sim.server import EngineServer
 from agent.sim.traffic import Traffic
-from agent.storage.db import upgrade_database
+from tests.agent.box_helpers import box_toml, cost_json, open_box, report_of, run_ticks
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig
 
 GPU = "GPU-0e0e0e0e-1111-2222-3333-444444444444"
-START = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
-STEP = timedelta(seconds=10)
 TICKS = 13
 
 
@@ -33,19 +27,10 @@ def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App,
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=GPU, util=40),)))
     with EngineServer("ollama", Traffic(models=("llama3.2",))) as server:
         path = tmp_path / "gpuwatch.toml"
-        path.write_text(
-            f'host = "box"\ndatabase_url = "{db_url}"\n[daemon]\ninterval_seconds = 10\n'
-            '[[rates]]\ngpu = "*"\nusd_per_hour = 3.6\n'
-            f'[[targets]]\nname = "ollama"\nurl = "{server.url}"\nengine = "ollama"\n'
-            "gpus = [0]\n"
-        )
-        upgrade_database(db_url)
-        app = App.open(load_config(str(path), {}))
+        target = f'[[targets]]\nname = "ollama"\nurl = "{server.url}"\nengine = "ollama"\n'
+        app = open_box(db_url, path, box_toml(db_url, target + "gpus = [0]\n"))
         try:
-            for i in range(TICKS):
-                now = START + i * STEP
-                app.tick(now)
-                app.roll_up(now)
+            run_ticks(app, TICKS)
             yield app, path
         finally:
             app.close()
@@ -57,8 +42,7 @@ def test_cost_prices_the_gpu_time_and_says_tokens_are_not_counted(
     _, path = box
     from agent.cli.main import main
 
-    assert main(["cost", "--window", "30d", "--json", "--config", str(path)]) == 0
-    (model,) = json.loads(capsys.readouterr().out)["models"]
+    (model,) = cost_json(path, capsys)["models"]
     assert float(model["cost_usd"]) > 0
     assert model["useful_tokens"] is None and model["useful_tokens_source"] is None
     assert model["cost_per_million_tokens_usd"] is None
@@ -68,10 +52,7 @@ def test_cost_prices_the_gpu_time_and_says_tokens_are_not_counted(
 
 
 def test_the_report_says_not_counted(box: tuple[App, Path]) -> None:
-    app, _ = box
-    end = START + (TICKS - 1) * STEP
-    period = range_period(START.isoformat(), (end + timedelta(seconds=1)).isoformat(), "UTC")
-    report = build_report(app.engine, app.config, period, now=end)
+    report = report_of(box[0], TICKS)
     (model,) = json.loads(render(report, "json"))["models"]
     assert model["useful_tokens"] is None and float(model["cost_usd"]) > 0
     assert "not counted" in render(report, "table").split("MODELS")[1].split("\n\n")[0]

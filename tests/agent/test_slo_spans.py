@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,20 +18,16 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from agent.config.settings import load_config
 from agent.daemon.app import App
 from agent.daemon.otlp_listen import OtlpListeners
-from agent.reporting.build import build_report
-from agent.reporting.period import range_period
 from agent.reporting.render.dispatch import render
 from agent.sim.server import EngineServer
 from agent.sim.traffic import Traffic
-from agent.storage.db import upgrade_database
+from tests.agent.box_helpers import START, STEP, box_toml, cost_json, open_box, report_of, run_ticks
 from tests.collectors.otlp_helpers import Request, free_port, send, tracer_for
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig
 
 GPU = "GPU-cccccccc-1111-2222-3333-444444444444"
 MODEL = "llama-8b"
-START = datetime(2026, 11, 30, 16, 0, 0, tzinfo=UTC)
-STEP = timedelta(seconds=10)
 TICKS = 13
 GOOD, LATE = Request(e2e=0.6, output_tokens=120), Request(e2e=3.0, output_tokens=500)
 
@@ -41,33 +36,30 @@ GOOD, LATE = Request(e2e=0.6, output_tokens=120), Request(e2e=3.0, output_tokens
 def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App, Path]]:
     fake_nvml.write(FakeNvmlConfig(gpus=(FakeGpu(uuid=GPU, util=60),)))
     traffic = Traffic(models=(MODEL,))
+    port = free_port()
     with EngineServer("vllm-0.33", traffic) as server:
         path = tmp_path / "gpuwatch.toml"
-        port = free_port()
-        path.write_text(
-            f'host = "box"\ndatabase_url = "{db_url}"\n[daemon]\ninterval_seconds = 10\n'
-            f'[otlp]\nhttp_listen = "127.0.0.1:{port}"\n'
-            '[[rates]]\ngpu = "*"\nusd_per_hour = 3.6\n'
-            f'[[targets]]\nname = "t1"\nurl = "{server.url}"\ngpus = [0]\n'
-            f'[[slo]]\nmodel = "{MODEL}"\ne2e = "1s"\nobjective = 0.95\n'
+        toml = box_toml(
+            db_url,
+            f'[otlp]\nhttp_listen = "127.0.0.1:{port}"\n',
+            f'[[targets]]\nname = "t1"\nurl = "{server.url}"\ngpus = [0]\n',
+            f'[[slo]]\nmodel = "{MODEL}"\ne2e = "1s"\nobjective = 0.95\n',
         )
-        upgrade_database(db_url)
-        config = load_config(str(path), {})
-        listeners = OtlpListeners.for_config(config)
+        path.write_text(toml)
+        listeners = OtlpListeners.for_config(load_config(str(path), {}))
         assert listeners is not None
-        listeners.apply(config)
-        app = App.open(config, inbox=listeners.inbox)
+        app = open_box(db_url, path, toml, inbox=listeners.inbox)
+        listeners.apply(app.config)
         exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces/t1")
         try:
             with tracer_for(exporter) as provider:
-                for i in range(TICKS):
-                    if i:  # each tick: 9 requests in 0.6 s, 1 in 3 s, and their spans
-                        traffic.serve(9, e2e_latency=0.6)
-                        traffic.serve(1, e2e_latency=3.0)
-                        send(provider, [GOOD] * 9 + [LATE])
-                    now = START + i * STEP
-                    app.tick(now)
-                    app.roll_up(now)
+
+                def serve(_: int) -> None:  # 9 requests in 0.6 s, 1 in 3 s, and their spans
+                    traffic.serve(9, e2e_latency=0.6)
+                    traffic.serve(1, e2e_latency=3.0)
+                    send(provider, [GOOD] * 9 + [LATE])
+
+                run_ticks(app, TICKS, serve)
             yield app, path
         finally:
             app.close()
@@ -77,11 +69,7 @@ def box(db_url: str, tmp_path: Path, fake_nvml: FakeNvml) -> Iterator[tuple[App,
 def test_cost_json_takes_the_spans_exact_attainment_and_prices_the_good_tokens(
     box: tuple[App, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, path = box
-    from agent.cli.main import main
-
-    assert main(["cost", "--window", "30d", "--json", "--config", str(path)]) == 0
-    (model,) = json.loads(capsys.readouterr().out)["models"]
+    (model,) = cost_json(box[1], capsys)["models"]
     slo: dict[str, Any] = model["slo"]
     batches = TICKS - 1
     assert slo["basis"] == "spans" and slo["exact"] is True
@@ -93,16 +81,10 @@ def test_cost_json_takes_the_spans_exact_attainment_and_prices_the_good_tokens(
     assert per_million == pytest.approx(cost * 1_000_000 / (9 * 120 * batches), abs=Decimal("1e-6"))
 
 
-def _report(app: App) -> Any:
-    end = START + (TICKS - 1) * STEP
-    period = range_period(START.isoformat(), (end + timedelta(seconds=1)).isoformat(), "UTC")
-    return build_report(app.engine, app.config, period, now=end)
-
-
 def test_every_report_format_shows_the_basis_and_the_price_of_tokens_within(
     box: tuple[App, Path],
 ) -> None:
-    report = _report(box[0])
+    report = report_of(box[0], TICKS)
     (model,) = json.loads(render(report, "json"))["models"]
     assert model["slo_basis"] == "spans" and model["slo_attainment_ratio"] == 0.9
     assert model["slo_good_tokens"] == 9 * 120 * (TICKS - 1)
@@ -117,7 +99,7 @@ def test_every_report_format_shows_the_basis_and_the_price_of_tokens_within(
 def test_the_digest_prices_the_tokens_within_the_objective(box: tuple[App, Path]) -> None:
     from agent.reporting.digest import digest_payload
 
-    payload = digest_payload(_report(box[0]), None)
+    payload = digest_payload(report_of(box[0], TICKS), None)
     (section,) = [
         b["text"]["text"]
         for b in payload["blocks"]
