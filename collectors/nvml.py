@@ -73,6 +73,7 @@ _MEMORY_ERROR_CORRECTED = 0
 _MEMORY_ERROR_UNCORRECTED = 1
 _VOLATILE_ECC = 0
 _MIG_ENABLED = 1
+_ATTRIBUTES = "nvmlDeviceGetAttributes_v2"  # a MIG instance's slices
 
 # Newest first: an old driver lacks the newer symbol, and the older one still answers.
 _TEMPERATURE = ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
@@ -420,7 +421,9 @@ class NvmlCollector:
 
     def _read_mig(self, nvml: _Nvml, gpu: _Gpu, out: _Samples, pids: set[int]) -> None:
         h = gpu.handle
-        for slot in range(nvml.query("nvmlDeviceGetMaxMigDeviceCount", h) or 0):
+        slots = nvml.query("nvmlDeviceGetMaxMigDeviceCount", h)
+        out.add("gpuwatch_gpu_mig_slices", slots)  # 7 on an A100/H100: one per slice
+        for slot in range(slots or 0):
             mig = nvml.query("nvmlDeviceGetMigDeviceHandleByIndex", h, slot)
             if mig is None:  # an empty slot
                 continue
@@ -430,6 +433,9 @@ class NvmlCollector:
                     continue
                 instance = out.child({"mig_instance": uuid})
                 self._read_memory(nvml, mig, instance)
+                attributes = nvml.query("nvmlDeviceGetAttributes", mig, symbol=_ATTRIBUTES)
+                slices = None if attributes is None else attributes.gpuInstanceSliceCount
+                instance.add("gpuwatch_gpu_mig_slices", slices)
                 self._read_processes(nvml, mig, uuid, instance, pids)
                 self._gpm.read_mig(nvml, gpu.uuid, h, uuid, mig, instance.add)
             except _DeviceFailed as exc:  # destroyed meanwhile: drop this instance only

@@ -44,6 +44,10 @@ GPU_SIGNALS = (
     ),
     _g("gpuwatch_gpu_memory_used_bytes", "Device memory in use, bytes."),
     _g("gpuwatch_gpu_memory_total_bytes", "Device memory installed, bytes."),
+    _g(
+        "gpuwatch_gpu_mig_slices",
+        "MIG slices: a GPU's (its MIG device slots) or, with mig_instance, its GPU instance's.",
+    ),
     _g("gpuwatch_gpu_power_watts", "Power draw, watts."),
     _g("gpuwatch_gpu_power_limit_watts", "Enforced power limit, watts."),
     _g("gpuwatch_gpu_temperature_celsius", "GPU core temperature, degrees Celsius."),

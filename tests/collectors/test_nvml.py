@@ -137,7 +137,8 @@ def test_mig_instances_are_reported_with_a_mig_instance_label(
     mig_gpu = FakeGpu(
         uuid=UUID0, util=None, memutil=None, mig_mode=1, migs=(
             FakeMig(slot=0, uuid=mig_a, total=10 * GiB, used=2 * GiB, gi=7, ci=0),
-            FakeMig(slot=3, uuid=mig_b, total=40 * GiB, used=30 * GiB, reserved=GiB, gi=1, ci=0),
+            FakeMig(slot=3, uuid=mig_b, total=40 * GiB, used=30 * GiB, reserved=GiB, gi=1, ci=0,
+                    slices=4),
         ),
     )  # fmt: skip
     fake_nvml.write(FakeNvmlConfig(gpus=(mig_gpu, BUSY), processes=(
@@ -156,6 +157,8 @@ def test_mig_instances_are_reported_with_a_mig_instance_label(
     expected |= {
         key("gpuwatch_gpu_info", g, gpu_name=H100, driver_version="550.54.15",
             mig_mode="enabled"): 1.0,
+        key("gpuwatch_gpu_mig_slices", g): 7.0,  # the H100's MIG device slots
+        key("gpuwatch_gpu_mig_slices", g, mig_instance=mig_b): 4.0,  # mig_a: not supported
         key("gpuwatch_gpu_memory_used_bytes", g, mig_instance=mig_a): 2 * GiB,
         key("gpuwatch_gpu_memory_total_bytes", g, mig_instance=mig_a): 10 * GiB,
         key("gpuwatch_gpu_process_memory_bytes", g, mig_instance=mig_a, pid="100",

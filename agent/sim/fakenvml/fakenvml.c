@@ -29,6 +29,7 @@
  *                                                      (all on one line; one line per GPU,
  *                                                      in index order)
  *   mig gpu=<index> idx=<slot> uuid=MIG-... total=<B> used=<B> reserved=<B> gi=<id> ci=<id>
+ *       [slices=<n>]                   its GPU instance's slices (nvmlDeviceGetAttributes_v2)
  *       [smactive=<%> smocc=<%> tensor=<%> dram=<%> fp16=<%> fp32=<%> fp64=<%>]
  *   proc gpu=<index> pid=<pid> mem=<B> type=compute|graphics|both [mig=<slot>]
  *       [smutil=<percent>]             its SM utilization (nvmlDeviceGetProcessUtilization)
@@ -107,7 +108,7 @@ static const char *gpm_keys[] = {"smactive", "smocc", "tensor", "dram", "fp16", 
 typedef struct {
     int present;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    long long total, used, reserved, gi, ci;
+    long long total, used, reserved, gi, ci, slices;
     fake_gpm gpm;
 } fake_mig;
 
@@ -305,7 +306,8 @@ static void parse_gpu(char *rest)
 static void parse_mig(char *rest)
 {
     long long gpu = -1, slot = -1;
-    fake_mig m = {.present = 1, .total = NOT_SET, .used = 0, .reserved = 0, .gi = 0, .ci = 0};
+    fake_mig m = {.present = 1, .total = NOT_SET, .used = 0, .reserved = 0, .gi = 0, .ci = 0,
+                  .slices = NOT_SET};
     gpm_unset(&m.gpm);
     char *key, *value;
     while (next_pair(&rest, &key, &value)) {
@@ -325,6 +327,8 @@ static void parse_mig(char *rest)
             m.gi = parse_number(value);
         else if (!strcmp(key, "ci"))
             m.ci = parse_number(value);
+        else if (!strcmp(key, "slices"))
+            m.slices = parse_number(value);
         else
             gpm_pair(&m.gpm, key, value);
     }
@@ -963,6 +967,23 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
     if (!m)
         return NVML_ERROR_INVALID_ARGUMENT;
     *id = (unsigned int)m->gi;
+    return NVML_SUCCESS;
+}
+
+/* A MIG instance's attributes: its GPU instance's slices and its memory; the other counts
+ * (multiprocessors, engines) are not played and read 0. Not on a physical GPU (as the real
+ * library, which answers NOT_SUPPORTED there), nor on an instance without a slices key. */
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+    BEGIN_DEVICE(device);
+    if (attributes == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!m || m->slices < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(attributes, 0, sizeof *attributes);
+    attributes->gpuInstanceSliceCount = (unsigned int)m->slices;
+    attributes->computeInstanceSliceCount = (unsigned int)m->slices;
+    attributes->memorySizeMB = m->total < 0 ? 0 : (unsigned long long)m->total / (1024 * 1024);
     return NVML_SUCCESS;
 }
 

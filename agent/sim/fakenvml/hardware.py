@@ -49,6 +49,8 @@ class FakeMig:
     gi: int = 0  # GPU instance id
     ci: int = 0  # compute instance id
     gpm: FakeGpm | None = None  # read through the parent GPU (nvmlGpmMigSampleGet with gi)
+    # its GPU instance's slices (nvmlDeviceGetAttributes_v2); None: that call not supported
+    slices: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +194,7 @@ def _mig_line(gpu_index: int, mig: FakeMig) -> str:
     return (
         f"mig gpu={gpu_index} idx={mig.slot} uuid={_word(mig.uuid)} total={_number(mig.total)}"
         f" used={mig.used} reserved={mig.reserved} gi={mig.gi} ci={mig.ci}"
+        + ("" if mig.slices is None else f" slices={mig.slices}")
         + ("" if mig.gpm is None else mig.gpm.render())
     )
 
