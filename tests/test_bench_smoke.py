@@ -99,6 +99,16 @@ SMOKE: dict[str, Smoke] = {
             "baseline meter without pods:",
         ),
     ),  # fmt: skip
+    "otlp": Smoke(
+        "--spans 16 --exports 3 --rounds 2",
+        (
+            "baseline: protobuf ParseFromString",
+            "A  decode, facts, inbox",
+            "B  the same over HTTP",
+            "target: A under 50 us per span",
+            "target: the tick flat",
+        ),
+    ),
     "slo_burn": Smoke(
         "--targets 1,2 --history-days 0.05,0.1 --history-targets 2 --rounds 2",
         (
