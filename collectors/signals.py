@@ -100,6 +100,11 @@ GPU_SIGNALS = (
         "Device memory used by a serving target's processes on a GPU (the allocation basis).",
     ),
     _g(
+        "gpuwatch_target_mig_memory_bytes",
+        "Device memory used by a serving target's processes on a MIG instance (mig_instance):"
+        " the instance is attributed to the target.",
+    ),
+    _g(
         "gpuwatch_target_gpu_sm_utilization_ratio",
         "Summed SM utilization of a serving target's processes on a GPU, where NVML gives every"
         " process on it one (then the allocation basis).",

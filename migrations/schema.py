@@ -1,115 +1,37 @@
 """SQLAlchemy metadata: the one definition of gpuwatch's tables.
 
 Migrations in ``migrations/versions`` must produce exactly this schema; a test compares the two.
+The column types and the metadata live in ``schema_types``, the cost ledger's tables in
+``ledger_schema``; both are re-exported here, where every table is imported from.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
 from sqlalchemy import (
     BigInteger,
     Column,
-    DateTime,
-    Dialect,
     Double,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     Numeric,
     String,
     Table,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.types import TypeDecorator
 
-# Stable constraint names, so Alembic can drop or alter them on both SQLite and PostgreSQL.
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-class UtcDateTime(TypeDecorator[datetime]):
-    """A timezone-aware UTC timestamp on every backend.
-
-    SQLite has no timezone type and hands back naive datetimes; this stores UTC and re-attaches
-    the zone on the way out, so code never compares naive with aware instants.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: gpuwatch stores UTC-aware instants only")
-        value = value.astimezone(UTC)
-        # SQLite would otherwise store the "+00:00" suffix, and string comparison then breaks.
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        assert isinstance(value, datetime)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class UtcInstant(TypeDecorator[datetime]):
-    """A UTC instant stored compactly: integer microseconds since the epoch on SQLite (8 bytes,
-    where ``UtcDateTime`` stores 26 bytes of text), ``timestamptz`` (8 bytes) on PostgreSQL.
-
-    For the tables that grow with time (raw samples, rollups): comparisons and ordering work
-    unchanged on both backends, since bound datetimes are converted the same way.
-    """
-
-    impl = BigInteger
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> Any:
-        if dialect.name == "sqlite":
-            return dialect.type_descriptor(BigInteger())
-        return dialect.type_descriptor(DateTime(timezone=True))
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: gpuwatch stores UTC-aware instants only")
-        if dialect.name != "sqlite":
-            return value.astimezone(UTC)
-        return to_micros(value)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, datetime):
-            return value.astimezone(UTC)
-        return from_micros(int(value))
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def to_micros(value: datetime) -> int:
-    """Microseconds since the epoch, exactly (no float rounding)."""
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
+from migrations.ledger_schema import gpu_allocations as gpu_allocations
+from migrations.ledger_schema import gpu_mig_usage as gpu_mig_usage
+from migrations.ledger_schema import gpu_pod_allocations as gpu_pod_allocations
+from migrations.ledger_schema import gpu_usage as gpu_usage
+from migrations.schema_types import NAMING_CONVENTION as NAMING_CONVENTION
+from migrations.schema_types import UtcDateTime as UtcDateTime
+from migrations.schema_types import UtcInstant as UtcInstant
+from migrations.schema_types import from_micros as from_micros
+from migrations.schema_types import metadata as metadata
+from migrations.schema_types import to_micros as to_micros
 
 # One row per distinct series (metric + labels); samples refer to it by id so that a tick
 # writes small rows and the label text is stored once.
@@ -224,88 +146,6 @@ histogram_rollups = Table(
     sqlite_with_rowid=False,
 )
 
-# The cost ledger per GPU and bucket: metered uptime (seconds covered by observations), busy
-# seconds (uptime x utilisation), energy and what it cost by the rate card.
-gpu_usage = Table(
-    "gpu_usage",
-    metadata,
-    Column("host", String(255), primary_key=True),
-    Column("gpu_uuid", String(100), primary_key=True),
-    Column("resolution", Integer, primary_key=True),
-    Column("start", UtcInstant(), primary_key=True),
-    Column("gpu_index", String(16), nullable=False),
-    Column("observed_seconds", Double, nullable=False),
-    Column("busy_seconds", Double, nullable=False),
-    Column("energy_joules", Double, nullable=True),
-    Column("cost_usd", Numeric(24, 12), nullable=True),  # None: no rate covers this GPU
-    Column("idle_cost_usd", Numeric(24, 12), nullable=True),  # cost x (1 - utilisation)
-    # Real work (GPM or DCGM profiling): the seconds SM activity was known, the SM-active
-    # seconds within them, and the cost of those seconds' SM-idle share. 0 / NULL where no
-    # source gave SM activity: unknown, never NVML's busy flag standing in for it.
-    Column("sm_observed_seconds", Double, nullable=False, server_default="0"),
-    Column("sm_active_seconds", Double, nullable=False, server_default="0"),
-    Column("sm_idle_cost_usd", Numeric(24, 12), nullable=True),
-    # Grams of CO2 for the energy, at the facility's PUE and the grid intensity of its hour
-    # when metered ([energy]); NULL where energy or the intensity is unknown.
-    Column("co2_grams", Double, nullable=True),
-    # Seconds whose energy was integrated from power (no energy counter): the energy's basis.
-    Column("power_integrated_seconds", Double, nullable=False, server_default="0"),
-    # Windows over the fleet (reports, cost summaries) read (resolution, start) ranges of every
-    # host; the key serves the per-host writes, deletes and sums.
-    Index("ix_gpu_usage_resolution_start", "resolution", "start"),
-    sqlite_with_rowid=False,
-)
-
-# The share of a GPU's bucket that each serving target used, and its cost.
-gpu_allocations = Table(
-    "gpu_allocations",
-    metadata,
-    Column("host", String(255), primary_key=True),
-    Column("gpu_uuid", String(100), primary_key=True),
-    Column("target", String(255), primary_key=True),
-    Column("resolution", Integer, primary_key=True),
-    Column("start", UtcInstant(), primary_key=True),
-    Column("seconds", Double, nullable=False),
-    Column("busy_seconds", Double, nullable=False),
-    Column("cost_usd", Numeric(24, 12), nullable=True),
-    # The target's share of the GPU's energy and its CO2 (as gpu_usage's); NULL: unknown.
-    Column("energy_joules", Double, nullable=True),
-    Column("co2_grams", Double, nullable=True),
-    Index("ix_gpu_allocations_resolution_start", "resolution", "start"),  # as gpu_usage's
-    sqlite_with_rowid=False,
-)
-
-# The share of a GPU's bucket that each Kubernetes pod used (agent.cost.pods), its cost and
-# how it was split: the seconds split by the pods' SM utilization, by their memory, and by the
-# kubelet's allocation alone (no process on the GPU), the rest was the GPU's only pod; and
-# the part of its time, busy time and cost while no serving target held the GPU. A GPU
-# on a Kubernetes node is allocated whole: processes in no known pod count as
-# "(unattributed)", time nobody held as "(no pod)", so a GPU's pods add up to its cost.
-gpu_pod_allocations = Table(
-    "gpu_pod_allocations",
-    metadata,
-    Column("host", String(255), primary_key=True),
-    Column("gpu_uuid", String(100), primary_key=True),
-    Column("namespace", String(255), primary_key=True),
-    Column("pod", String(255), primary_key=True),
-    Column("resolution", Integer, primary_key=True),
-    Column("start", UtcInstant(), primary_key=True),
-    Column("seconds", Double, nullable=False),
-    Column("busy_seconds", Double, nullable=False),
-    Column("cost_usd", Numeric(24, 12), nullable=True),
-    Column("sm_seconds", Double, nullable=False),
-    Column("memory_seconds", Double, nullable=False),
-    Column("request_seconds", Double, nullable=False),
-    # The part of the above while no serving target held the GPU (agent.cost.allocation gave
-    # it to nobody): what a namespace's label may bring its team without counting it twice.
-    Column("untargeted_seconds", Double, nullable=False),
-    Column("untargeted_busy_seconds", Double, nullable=False),
-    Column("untargeted_cost_usd", Numeric(24, 12), nullable=True),
-    Index("ix_gpu_pod_allocations_resolution_start", "resolution", "start"),
-    sqlite_with_rowid=False,
-)
-
-# How far each host's rollup has got (exclusive end of the last complete bucket).
 rollup_state = Table(
     "rollup_state",
     metadata,

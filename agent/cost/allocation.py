@@ -15,6 +15,10 @@ its processes' (emitted only when that sum over the GPU's targets is above 0): t
 splits the GPU by it instead of by memory. A GPU used by several targets gets
 ``gpuwatch_gpu_split_basis_info{basis="sm_utilization"|"memory"}`` each tick, saying which rule
 split it, for the report and ``gpuwatch cost`` to tell.
+
+On a MIG GPU each target also gets ``gpuwatch_target_mig_memory_bytes{mig_instance}`` per
+instance its processes are on: what attributes the instance (agent.cost.mig) to it. A target's
+``gpus`` may name MIG instances (``MIG-...``) as well as GPUs.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from collectors.base import Sample
 METRIC = "gpuwatch_target_gpu_memory_bytes"
 SM_METRIC = "gpuwatch_target_gpu_sm_utilization_ratio"
 BASIS_METRIC = "gpuwatch_gpu_split_basis_info"
+MIG_METRIC = "gpuwatch_target_mig_memory_bytes"
 PROCESS = "gpuwatch_gpu_process_memory_bytes"
 PROCESS_UTIL = "gpuwatch_gpu_process_utilization_ratio"
 USED = "gpuwatch_gpu_memory_used_bytes"
@@ -88,7 +93,30 @@ class Allocator:
             *(self._sample(METRIC, value, now, key) for key, value in sorted(memory.items())),
             *(self._sample(SM_METRIC, value, now, key) for key, value in sorted(sm.items())),
             *self._bases(memory, sm, now),
+            *self._mig(processes, now),
         ]
+
+    def _mig(self, processes: Mapping[Gpu, list[Sample]], now: datetime) -> list[Sample]:
+        """Per (GPU, MIG instance, target): the memory of the target's processes on it (their
+        targets resolved by ``_memory`` this round)."""
+        out: dict[tuple[str, str, str, str], float] = defaultdict(float)
+        for gpu, samples in processes.items():
+            for s in samples:
+                mig = s.labels.get("mig_instance")
+                target = self._by_pid.get(int(s.labels["pid"]))
+                if mig and target and self._may_use(target, gpu, mig):
+                    out[(*gpu, mig, target)] += s.value
+        return [
+            Sample(metric=MIG_METRIC, value=value, ts=now, labels={"host": self.host,
+                   "gpu_uuid": uuid, "gpu_index": index, "mig_instance": mig, "target": target})
+            for (uuid, index, mig, target), value in sorted(out.items())
+        ]  # fmt: skip
+
+    def _may_use(self, target: str, gpu: Gpu, mig: str) -> bool:
+        return any(
+            t.name == target and (not t.gpus or bool(set(t.gpus) & {*gpu, mig}))
+            for t in self.targets
+        )
 
     def _sample(self, metric: str, value: float, now: datetime, key: GpuTarget) -> Sample:
         uuid, index, target = key
@@ -120,7 +148,8 @@ class Allocator:
         out: dict[GpuTarget, float] = defaultdict(float)
         sm: dict[GpuTarget, float] = {}
         for gpu in set(processes) | set(used):
-            eligible = [t for t in self.targets if not t.gpus or set(gpu) & set(t.gpus)]
+            migs = {s.labels.get("mig_instance", "") for s in processes.get(gpu, [])}
+            eligible = [t for t in self.targets if not t.gpus or {*gpu, *migs} & set(t.gpus)]
             reported = util.get(gpu, {})
             busy: dict[GpuTarget, float] = defaultdict(float)
             for s in processes.get(gpu, []):

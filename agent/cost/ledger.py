@@ -20,8 +20,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import TypeVar
 
+from agent.cost.mig import (
+    MigGpu,
+    MigShare,
+    add_mig,
+    gpu_busy,
+    instance_split,
+    slice_parts,
+    target_split,
+)
 from agent.cost.pods_ledger import PodKey, PodShare, add_pods, basis_of
 from agent.cost.ratecard import GpuPrice
 from agent.storage.rollup import bucket_of
@@ -30,6 +40,8 @@ PriceAt = Callable[[datetime], GpuPrice | None]
 # Grams of CO2 for some joules of GPU energy used at an instant (PUE and grid intensity);
 # None: unknown (agent.cost.carbon).
 Co2Of = Callable[[float, datetime], float | None]
+# A slice's cost -> its idle cost and its targets' costs (agent.cost.mig.slice_parts)
+Exact = Callable[[Decimal], tuple[Decimal, dict[str, Decimal]]]
 K = TypeVar("K", str, tuple[str, str])  # a target's name, or a pod's (namespace, pod)
 
 
@@ -50,6 +62,7 @@ class Observation:
     # utilization where NVML gave every process one; empty: not on Kubernetes
     pods: Mapping[PodKey, float] = field(default_factory=dict)
     pod_sm: Mapping[PodKey, float] = field(default_factory=dict)
+    mig: MigGpu | None = None  # a MIG-enabled GPU's instances (agent.cost.mig); None: not MIG
 
 
 @dataclass
@@ -68,6 +81,7 @@ class Usage:
     co2_grams: float | None = None
     power_integrated_seconds: float = 0.0  # seconds whose energy is power x time
     pods: dict[PodKey, PodShare] = field(default_factory=dict)  # agent.cost.pods_ledger
+    mig: dict[str, MigShare] = field(default_factory=dict)  # MIG instance -> its part
 
 
 @dataclass
@@ -108,11 +122,14 @@ def meter(
     price_at: PriceAt,
     split_rule: str = "memory",
     co2_of: Co2Of | None = None,
+    mig_split: str = "slices",
 ) -> dict[datetime, Usage]:
     """Per bucket start, the usage of one GPU from its observations (sorted by time).
 
     The first observation only opens metering: the time before it is not known to be billed.
-    ``co2_of`` prices energy in grams of CO2 (None: CO2 not counted).
+    ``co2_of`` prices energy in grams of CO2 (None: CO2 not counted). A MIG GPU whose
+    instances' parts are known (``mig_split``: by slices or memory) is split by instance: its
+    targets get the instances they are on, its busy time is theirs (agent.cost.mig).
     """
     buckets: dict[datetime, Usage] = defaultdict(Usage)
     for before, after in zip(observations, observations[1:], strict=False):
@@ -124,6 +141,12 @@ def meter(
         if integrated:
             energy = _power_step(before.power_watts, after.power_watts, length)
         split = shares(after.targets, split_rule, after.sm_utilization)
+        utilization = after.utilization
+        mig = instance_split(after.mig, mig_split)
+        if after.mig is not None and mig is not None:
+            split = target_split(after.mig, mig.shares())
+            if utilization is None:  # NVML has none under MIG: the instances' busy shares
+                utilization = gpu_busy(after.mig, mig.shares())
         pod_split = shares(after.pods, split_rule, after.pod_sm)
         pod_basis = basis_of(after.pods, after.pod_sm, split_rule)
         for start, lo, seconds in _spread(before.ts, after.ts, bucket_seconds):
@@ -132,7 +155,12 @@ def meter(
                 joules = None if energy is None else energy * part / length
                 co2 = None if joules is None or co2_of is None else co2_of(joules, lo)
                 usage = buckets[start]
-                cost = _add(usage, part, after.utilization, joules, price, split)
+                if after.mig is not None and mig is not None:
+                    exact = partial(slice_parts, gpu=after.mig, split=mig)
+                    cost = _add(usage, part, utilization, joules, price, split, exact)
+                    add_mig(usage.mig, part, cost, after.mig, mig)
+                else:
+                    cost = _add(usage, part, utilization, joules, price, split)
                 _add_work(usage, part, after.sm_active, cost, joules, co2, split)
                 add_pods(
                     usage.pods, part, after.utilization, cost, pod_split, pod_basis, bool(split)
@@ -168,8 +196,11 @@ def _add(
     joules: float | None,
     price: GpuPrice | None,
     split: Mapping[str, float],
+    exact: Exact | None = None,
 ) -> Decimal | None:
-    """Uptime, busy time, energy, cost and allocations of one priced slice; its cost."""
+    """Uptime, busy time, energy, cost and allocations of one priced slice; its cost.
+    ``exact`` gives the slice's idle cost and targets' costs from its cost where a finer split
+    (MIG instances) must add up to them to the digit."""
     busy = seconds * (utilization or 0.0)
     usage.observed_seconds += seconds
     usage.busy_seconds += busy
@@ -181,13 +212,19 @@ def _add(
         else price.cost(_dec(seconds), None if joules is None else _dec(joules))
     )
     idle = None if cost is None else cost * _dec(1 - (utilization or 0.0))
+    parts = None if cost is None or exact is None else exact(cost)
+    if parts is not None:
+        idle = parts[0]
     usage.cost_usd = _plus(usage.cost_usd, cost)
     usage.idle_cost_usd = _plus(usage.idle_cost_usd, idle)
     for target, share in split.items():
         a = usage.allocations.setdefault(target, Allocation())
         a.seconds += seconds * share
         a.busy_seconds += busy * share
-        a.cost_usd = _plus(a.cost_usd, None if cost is None else cost * _dec(share))
+        if parts is not None:
+            a.cost_usd = _plus(a.cost_usd, parts[1].get(target, Decimal(0)))
+        else:
+            a.cost_usd = _plus(a.cost_usd, None if cost is None else cost * _dec(share))
     return cost
 
 

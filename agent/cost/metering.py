@@ -20,6 +20,16 @@ from sqlalchemy import Connection, Engine, insert, select
 from agent.config.settings import Config
 from agent.cost.carbon import co2_of
 from agent.cost.ledger import Allocation, Co2Of, Observation, Usage, meter
+from agent.cost.mig import MigShare
+from agent.cost.mig_metering import (
+    MIG_GPU,
+    MIG_METERED,
+    PROCESS,
+    merge_mig,
+    mig_gpu,
+    note,
+    write_mig,
+)
 from agent.cost.pods import POD_MEMORY, POD_SM
 from agent.cost.pods_ledger import PodKey, PodShare
 from agent.cost.pods_metering import merge_pods, write_pods
@@ -45,7 +55,7 @@ TARGET_MEMORY = "gpuwatch_target_gpu_memory_bytes"
 TARGET_SM = "gpuwatch_target_gpu_sm_utilization_ratio"
 # What gpu_observations reads.
 METERED = frozenset({GPU_INFO, UTIL, ENERGY, SM_ACTIVE, POWER, TARGET_MEMORY, TARGET_SM,
-                     POD_MEMORY, POD_SM})  # fmt: skip
+                     POD_MEMORY, POD_SM, *MIG_METERED})  # fmt: skip
 UsageKey = tuple[str, str, datetime]  # (gpu uuid, gpu index, bucket start)
 
 
@@ -55,7 +65,11 @@ def rollup_for(
     """The daemon's rollup job for its host, metering the ledger with the configured rates;
     ``writer_turn`` as for :class:`Rollup`."""
     ledger = LedgerMeter(
-        config.host, RateCard(config.rates), config.cost.shared_gpu_split, co2_of(config.energy)
+        config.host,
+        RateCard(config.rates),
+        config.cost.shared_gpu_split,
+        co2_of(config.energy),
+        config.cost.mig_split,
     )
     return Rollup.from_config(engine, config, ledger, writer_turn)
 
@@ -67,13 +81,13 @@ def metered_rollup(
     interval_seconds: float,
     split_rule: str = "memory",
     co2: Co2Of | None = None,
+    mig_split: str = "slices",
     **options: Any,
 ) -> Rollup:
     """A rollup job for ``host`` that meters the ledger at ``rate_card`` (reports' provisional
     part, tests, benchmarks); ``co2`` prices energy in grams of CO2."""
-    return Rollup(
-        engine, host, interval_seconds, LedgerMeter(host, rate_card, split_rule, co2), **options
-    )
+    ledger = LedgerMeter(host, rate_card, split_rule, co2, mig_split)
+    return Rollup(engine, host, interval_seconds, ledger, **options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +98,7 @@ class LedgerMeter:
     rate_card: RateCard
     split_rule: str = "memory"  # how a GPU shared by targets is split: memory | equal
     co2_of: Co2Of | None = None  # grams of CO2 for energy ([energy]); None: not counted
+    mig_split: str = "slices"  # a MIG instance's share of its GPU: slices | memory
 
     def minutes(
         self,
@@ -112,8 +127,9 @@ class LedgerMeter:
         for (uuid, index), observations in gpus.items():
             price_at = GpuPrices(self.rate_card, self.host, uuid, index, count)
             for bucket, usage in meter(
-                observations, MINUTE, max_gap, price_at, self.split_rule, self.co2_of
-            ).items():
+                observations, MINUTE, max_gap, price_at, self.split_rule, self.co2_of,
+                self.mig_split,
+            ).items():  # fmt: skip
                 if start <= bucket < end:
                     out[(uuid, index, bucket)] = usage
         return out
@@ -152,6 +168,8 @@ class LedgerMeter:
             conn.execute(insert(gpu_allocations), allocation_rows)
         pods = ((uuid, bucket, u.pods) for (uuid, _, bucket), u in usage.items())
         write_pods(conn, self.host, pods, resolution, start, end)
+        migs = ((uuid, bucket, u.mig) for (uuid, _, bucket), u in usage.items())
+        write_mig(conn, self.host, migs, resolution, start, end)
 
     def _merged_usage(
         self, conn: Connection, resolution: int, start: datetime, end: datetime
@@ -195,6 +213,11 @@ class LedgerMeter:
             return merged.setdefault((uuid, at), Usage()).pods
 
         merge_pods(conn, self.host, resolution, start, end, pods_of)
+
+        def mig_of(uuid: str, at: datetime) -> dict[str, MigShare]:
+            return merged.setdefault((uuid, at), Usage()).mig
+
+        merge_mig(conn, self.host, resolution, start, end, mig_of)
         return {(uuid, index_of.get(uuid, ""), at): u for (uuid, at), u in merged.items()}
 
 
@@ -202,12 +225,17 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
     """Per physical GPU (uuid, index), its observations: one per tick it was seen."""
     seen: dict[tuple[str, str], dict[datetime, dict[str, Any]]] = defaultdict(dict)
     for sid, (metric, labels) in meta.items():
-        if "mig_instance" in labels or metric not in METERED:
-            continue
+        if metric not in METERED or (metric == PROCESS and "mig_instance" not in labels):
+            continue  # a process's memory counts only for MIG instances' presence
+        mig = "mig_instance" in labels or metric in MIG_GPU
         gpu = (labels.get("gpu_uuid", ""), labels.get("gpu_index", ""))
         for ts, value in points.get(sid, []):
-            reading = seen[gpu].setdefault(ts, {"targets": {}, "sm": {}, "pods": {}, "pod_sm": {}})
-            if metric == GPU_INFO:
+            reading = seen[gpu].setdefault(
+                ts, {"targets": {}, "sm": {}, "pods": {}, "pod_sm": {}, "mig": {}}
+            )
+            if mig:  # a MIG instance's, or the GPU's own size (agent.cost.mig_metering)
+                note(reading["mig"], metric, labels, value)
+            elif metric == GPU_INFO:
                 reading["seen"] = True
             elif metric == UTIL:
                 reading["util"] = value
@@ -235,6 +263,7 @@ def gpu_observations(meta: SeriesMeta, points: Points) -> dict[tuple[str, str], 
                 r.get("power"),
                 r["pods"],
                 r["pod_sm"],
+                mig_gpu(r["mig"]),
             )  # fmt: skip
             for ts, r in sorted(readings.items())
             if r.get("seen")

@@ -14,6 +14,7 @@ from agent.storage.buckets import DAY, HOUR, MINUTE, day_floor
 from migrations.schema import (
     collector_runs,
     gpu_allocations,
+    gpu_mig_usage,
     gpu_pod_allocations,
     gpu_usage,
     histogram_rollups,
@@ -64,7 +65,7 @@ def trim_rollups(
                     rolled.c.start < cutoff,
                 )
             )
-        for table in (gpu_usage, gpu_allocations, gpu_pod_allocations):
+        for table in (gpu_usage, gpu_allocations, gpu_pod_allocations, gpu_mig_usage):
             conn.execute(
                 delete(table).where(
                     table.c.host == host, table.c.resolution == resolution, table.c.start < cutoff

@@ -129,8 +129,8 @@ def memory_of(
     checking their shape."""
     out: dict[tuple[str, str], float] = {}
     for s in samples:
-        if s.metric == "gpuwatch_gpu_split_basis_info":
-            continue  # per GPU, not per target: see bases_of
+        if s.metric in ("gpuwatch_gpu_split_basis_info", "gpuwatch_target_mig_memory_bytes"):
+            continue  # per GPU, not per target: see bases_of; per MIG instance: mig_memory
         assert s.metric in ("gpuwatch_target_gpu_memory_bytes", SM)
         if s.metric != metric:
             continue
@@ -270,6 +270,29 @@ def test_mig_processes_count_for_their_gpu_but_an_instances_memory_does_not(
     # a's processes on the instance are a's memory on the physical GPU 0; GPU 1 (claimed by b,
     # no processes listed) is b's at the GPU's used memory, not the instance's.
     assert memory_of(got) == {("0", "a"): 12 * GiB, ("1", "b"): 40 * GiB}
+    # and the instance is a's: 12 GiB of a's processes on it (agent.cost.mig prices it).
+    assert [(s.labels, s.value) for s in got if s.metric == "gpuwatch_target_mig_memory_bytes"] == [
+        ({"host": HOST, "gpu_uuid": GPU0[0], "gpu_index": "0", "mig_instance": MIG, "target": "a"},
+         12 * GiB)
+    ]  # fmt: skip
+
+
+def test_a_target_may_claim_a_mig_instance_by_its_uuid(proc: FakeProc) -> None:
+    other = MIG.replace("1", "2")
+    allocator = Allocator(HOST, [
+        TargetPlacement("a", "http://localhost:8000", unit="a.service", gpus=(MIG,)),
+    ], proc.root)  # fmt: skip
+
+    got = allocator.samples(
+        [
+            process(GPU0, 100, 9 * GiB, "a.service", mig_instance=MIG),
+            process(GPU0, 101, 3 * GiB, "a.service", mig_instance=other),
+        ],
+        T,
+    )
+
+    mig = {s.labels["mig_instance"]: s.value for s in got if "mig_instance" in s.labels}
+    assert mig == {MIG: 9 * GiB}  # its process on another instance is not a's there
 
 
 def test_the_pid_cache_forgets_exited_pids(proc: FakeProc) -> None:

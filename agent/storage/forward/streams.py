@@ -34,6 +34,7 @@ from migrations.schema import (
     alert_history,
     cost_records,
     gpu_allocations,
+    gpu_mig_usage,
     gpu_pod_allocations,
     gpu_usage,
     histogram_layouts,
@@ -141,6 +142,7 @@ STREAMS: tuple[Stream, ...] = (
     Stream(gpu_usage, Buckets()),
     Stream(gpu_allocations, Buckets()),
     Stream(gpu_pod_allocations, Buckets()),
+    Stream(gpu_mig_usage, Buckets()),
     Stream(
         alert_history,
         OpenRows(),

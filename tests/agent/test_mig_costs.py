@@ -1,0 +1,108 @@
+"""MIG instances priced as what they are: each instance its share of its GPU's slices (or of
+its memory, ``[cost] mig_split = "memory"``), busy by its own SM activity (GPM per instance),
+its targets on it; instances plus the free remainder add up to the GPU's cost. End to end
+through the daemon's App over the fake NVML (see tests/agent/mig_cost_helpers.py)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, select
+
+from agent.storage.buckets import HOUR
+from migrations.schema import gpu_allocations, gpu_mig_usage, gpu_usage
+from tests.agent.mig_cost_helpers import GPU0, GPU1, GPU_COST, MIG_A, MIG_B, mig_run
+from tests.conftest import FakeNvml
+
+NANO = Decimal("0.000000001")
+
+
+def _ledger(db_url: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per GPU its usage summed over the hours, per MIG instance of GPU 0 its sums, per target
+    its allocated cost."""
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            gpus: dict[str, Any] = {}
+            for row in conn.execute(
+                select(gpu_usage).where(gpu_usage.c.resolution == HOUR)
+            ).mappings():
+                g = gpus.setdefault(row["gpu_uuid"], {"cost": Decimal(0), "idle": Decimal(0)})
+                g["cost"] += row["cost_usd"]
+                g["idle"] += row["idle_cost_usd"]
+            migs: dict[str, dict[str, Any]] = {}
+            c = gpu_mig_usage.c
+            for row in conn.execute(select(gpu_mig_usage).where(c.resolution == HOUR)).mappings():
+                assert row["gpu_uuid"] == GPU0
+                m = migs.setdefault(
+                    row["mig_instance"],
+                    {
+                        "cost": Decimal(0),
+                        "idle": Decimal(0),
+                        "seconds": 0.0,
+                        "busy": 0.0,
+                        "share": 0.0,
+                        "sm": 0.0,
+                    },
+                )
+                m["cost"] += row["cost_usd"]
+                m["idle"] += row["idle_cost_usd"]
+                m["seconds"] += row["seconds"]
+                m["busy"] += row["busy_seconds"]
+                m["share"] += row["share_seconds"]
+                m["sm"] += row["sm_seconds"]
+                m["slices"], m["basis"], m["targets"] = row["slices"], row["basis"], row["targets"]
+            targets: dict[str, Any] = {}
+            a = gpu_allocations.c
+            for row in conn.execute(select(gpu_allocations).where(a.resolution == HOUR)).mappings():
+                targets[row["target"]] = targets.get(row["target"], Decimal(0)) + row["cost_usd"]
+    finally:
+        engine.dispose()
+    return gpus, migs, targets
+
+
+def test_each_instance_costs_its_slices_share_and_they_add_up_to_the_gpu(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    with mig_run(db_url, fake_nvml, tmp_path):
+        gpus, migs, targets = _ledger(db_url)
+
+    assert set(migs) == {MIG_A, MIG_B, "(free)"}
+    a, b, free = migs[MIG_A], migs[MIG_B], migs["(free)"]
+    # 3 of 7 slices each: 3/7 of 2 h at 3.60 USD (each minute's part to 12 decimals)
+    for m in (a, b):
+        assert abs(m["cost"] - GPU_COST * 3 / 7) < NANO
+        assert m["slices"] == 3.0 and m["basis"] == "slices"
+        assert m["seconds"] == 7200.0 and m["sm"] == 7200.0  # GPM per instance all along
+    assert free["slices"] == 1.0 and abs(free["cost"] - GPU_COST / 7) < NANO
+    # Busy by each instance's own SM activity: 60 % and 20 %; the free slice idles.
+    assert abs(a["idle"] - a["cost"] * Decimal("0.4")) < NANO
+    assert abs(b["idle"] - b["cost"] * Decimal("0.8")) < NANO
+    assert free["idle"] == free["cost"] and free["busy"] == 0.0
+    assert a["busy"] == pytest.approx(7200 * 3 / 7 * 0.6)
+    # Instances and the free slice add up to the GPU's cost and idle cost to the digit.
+    assert a["cost"] + b["cost"] + free["cost"] == gpus[GPU0]["cost"] == GPU_COST
+    assert a["idle"] + b["idle"] + free["idle"] == gpus[GPU0]["idle"]
+    # Each target pays the instance it is on, not a share of the GPU's memory.
+    assert (a["targets"], b["targets"]) == ("chat", "embed")
+    assert targets == {"chat": a["cost"], "embed": b["cost"]}
+    # The plain GPU is priced as before: whole, idle by NVML's flag (50 %), no instance rows.
+    assert gpus[GPU1] == {"cost": GPU_COST, "idle": GPU_COST / 2}
+
+
+def test_by_memory_each_instance_costs_its_memory_share(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    with mig_run(db_url, fake_nvml, tmp_path, '[cost]\nmig_split = "memory"\n'):
+        gpus, migs, targets = _ledger(db_url)
+
+    a, b, free = migs[MIG_A], migs[MIG_B], migs["(free)"]
+    # 40 and 20 GiB of the GPU's 80 GiB: a half and a quarter; a quarter free.
+    assert (a["basis"], b["basis"]) == ("memory", "memory")
+    assert a["cost"] == GPU_COST / 2 and b["cost"] == GPU_COST / 4 == free["cost"]
+    assert a["cost"] + b["cost"] + free["cost"] == gpus[GPU0]["cost"]
+    assert a["idle"] + b["idle"] + free["idle"] == gpus[GPU0]["idle"]
+    assert targets == {"chat": GPU_COST / 2, "embed": GPU_COST / 4}
