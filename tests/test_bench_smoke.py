@@ -99,6 +99,15 @@ SMOKE: dict[str, Smoke] = {
             "baseline meter without pods:",
         ),
     ),  # fmt: skip
+    "mig_ledger": Smoke(
+        "--instances 2 --ticks 12 --rounds 2",
+        (
+            "A  meter with the MIG instances:",
+            "baseline meter without MIG:",
+            "B  Allocator.samples, MIG GPU:",
+            "baseline on a plain GPU:",
+        ),
+    ),  # fmt: skip
     "otlp": Smoke(
         "--spans 16 --exports 3 --rounds 2",
         (
