@@ -28,6 +28,7 @@ from agent.cost.split_basis import split_bases
 from agent.cost.tenant_sources import all_use
 from agent.reporting.efficiency_parts import with_efficiency
 from agent.reporting.figures import Figures
+from agent.reporting.mig_parts import mig_rows, read_mig
 from agent.reporting.model import DataExtent, Period, Report
 from agent.reporting.parts import (
     alert_rows,
@@ -94,6 +95,7 @@ def build_report(
         bases = split_bases(conn, current.split, wanted.hosts)
         gateway_use = all_use(conn, current.split, config.gateways)
         pod_ledger = read_ledger(conn, current.split, wanted.hosts)
+        mig_lines = read_mig(conn, current.split, wanted.hosts)
         fired = history(conn, period)
     figures = Figures.of(current, wanted, rule)
     earlier = Figures.of(previous, wanted, rule)
@@ -140,4 +142,5 @@ def build_report(
         tenants=tenant_rows(models_rows, gateway_use, rule),
         namespaces=namespace_rows,
         pods=pod_rows_,
+        mig_instances=mig_rows(mig_lines, gpus),
     )

@@ -12,9 +12,10 @@ splits it (:func:`sources`). :class:`PodSource`: on Kubernetes, the pods as the 
 the GPU by pod. :class:`TargetSource`: the serving targets as the cost ledger allocated them
 (by SM utilization, memory share or equally). Each one's part is cut into its busy and idle
 time (:func:`busy_and_idle`), and the GPU time nobody held is the unallocated portion
-(:func:`exact_parts`). A source for MIG instances or tenants is another
-:class:`AllocationSource` put before them (or one that refines a target's parts, built on the
-same two functions).
+(:func:`exact_parts`). :class:`MigSource`, first: a MIG GPU's instances, each priced by its
+share of the GPU (agent.cost.mig), the free slices the unallocated portion. A source for
+tenants is another :class:`AllocationSource` (or one that refines a target's parts, built on
+the same two functions).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Protocol
 from agent.config.teams import UNLABELLED, Labels
 from agent.cost.pods import NO_POD
 from agent.reporting.focus_charges import Charge
+from agent.reporting.focus_mig import MigUse
 from agent.reporting.focus_shares import PodUse, Shares, TargetUse
 
 _MONEY = Decimal("1e-12")  # the ledger's scale
@@ -44,6 +46,8 @@ POD_SM = "gpuwatch-pod-sm-utilization-share"
 POD_MEMORY = "gpuwatch-pod-memory-share"
 POD_REQUEST = "gpuwatch-pod-request-share"
 POD_MIXED = "gpuwatch-pod-share"
+MIG_SLICES = "gpuwatch-mig-slice-share"
+MIG_MEMORY = "gpuwatch-mig-memory-share"
 METHODS = {
     SOLE_TARGET: "each tick's GPU time went wholly to the one target on the GPU",
     SM_SHARE: "shared ticks split by the targets' processes' SM utilization",
@@ -55,6 +59,9 @@ METHODS = {
     POD_REQUEST: "split equally among the pods the kubelet gave the GPU (no process on it)",
     POD_MIXED: "split among the pods by SM utilization, memory or the kubelet's assignment, "
     "as each tick allowed",
+    MIG_SLICES: "split among the GPU's MIG instances by their slices; free slices unallocated",
+    MIG_MEMORY: "split among the GPU's MIG instances by their memory (cost.mig_split); free "
+    "memory unallocated",
 }
 BUSY, IDLE, UNALLOCATED = "busy", "idle", "unallocated"
 PORTION_TAG = "gpuwatch/portion"
@@ -149,11 +156,34 @@ class PodSource:
         )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class MigSource:
+    """A MIG GPU's instances, as the cost ledger priced them (their share of the GPU by slices
+    or memory); the slices no instance held are the unallocated portion."""
+
+    def allocate(self, charge: Charge) -> Allocation | None:
+        migs = charge.shares.migs
+        if charge.cost_usd is None or not migs:
+            return None
+        parts = [part for m in migs for part in self._parts(charge, m)]
+        memory = any(m.basis == "memory" for m in migs)
+        return Allocation(MIG_MEMORY if memory else MIG_SLICES, exact_parts(charge, parts))
+
+    def _parts(self, charge: Charge, m: MigUse) -> list[Part]:
+        tags = {"gpuwatch/mig_instance": m.instance}
+        if m.targets:
+            tags["gpuwatch/target"] = ",".join(m.targets)
+        return busy_and_idle(
+            f"{charge.host}/{m.instance}", f"MIG {m.instance} on {charge.host}", tags,
+            m.cost_usd, m.seconds, m.busy_seconds, (None, None),
+        )  # fmt: skip
+
+
 def sources(labels: Labels = NO_LABELS, rule: str = "memory") -> tuple[AllocationSource, ...]:
     """The allocation sources, most specific first: the first that splits a charge splits it.
-    Pods where the ledger split a GPU by pod (on Kubernetes), else the serving targets. MIG
-    instances and tenants go before them when they exist."""
-    return PodSource(labels), TargetSource(labels, rule)
+    A MIG GPU's instances, else pods where the ledger split a GPU by pod (on Kubernetes), else
+    the serving targets. Tenants go before them when they exist."""
+    return MigSource(), PodSource(labels), TargetSource(labels, rule)
 
 
 def busy_and_idle(

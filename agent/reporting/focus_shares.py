@@ -24,6 +24,7 @@ from sqlalchemy import Connection, or_, select
 from agent.cost.split import Split, series_ranges
 from agent.cost.split_basis import BASIS, MEMORY, SplitBasis
 from agent.cost.summarize import OUTPUT, PROMPT
+from agent.reporting.focus_mig import MigUse, read_migs
 from migrations.schema import gpu_allocations, gpu_pod_allocations, rollups, series
 
 Bucket = Callable[[datetime], datetime]  # a row's start -> the start of its charge
@@ -69,6 +70,7 @@ class Shares:
     uses: tuple[TargetUse, ...] = ()
     basis: SplitBasis | None = None
     pods: tuple[PodUse, ...] = ()
+    migs: tuple[MigUse, ...] = ()  # a MIG GPU's instances (agent.reporting.focus_mig)
 
 
 @dataclass
@@ -103,9 +105,10 @@ def read_shares(
     _bases(conn, split, bucket, read)
     _pods(conn, split, bucket, read)
     tokens = _tokens(conn, split, bucket, token_series)
+    migs = read_migs(conn, split, bucket)
     held = _held(read)
     out: dict[ChargeKey, Shares] = {}
-    for key in read.uses.keys() | read.pods.keys():
+    for key in read.uses.keys() | read.pods.keys() | migs.keys():
         by_target = read.uses.get(key, {})
         at, host, _ = key
         uses = tuple(
@@ -118,7 +121,7 @@ def read_shares(
         basis = (
             None if not ticks else SplitBasis(ticks.get("sm_utilization", 0), ticks.get(MEMORY, 0))
         )
-        out[key] = Shares(uses, basis, _pod_uses(read.pods.get(key, {})))
+        out[key] = Shares(uses, basis, _pod_uses(read.pods.get(key, {})), migs.get(key, ()))
     return out
 
 

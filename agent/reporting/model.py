@@ -240,6 +240,28 @@ class GpuRow:
 
 
 @dataclass(frozen=True, slots=True)
+class MigRow:
+    """A MIG instance of a report's GPU (agent.reporting.mig_parts), or its GPU's free slices
+    (``mig_instance`` "(free)"): its share of the GPU by slices or memory, its cost and idle
+    cost, its busy fraction (its SM activity, else the presence of processes) and its targets."""
+
+    host: str
+    gpu_uuid: str  # the parent GPU
+    gpu_index: str
+    mig_instance: str
+    slices: float | None
+    share_ratio: float | None  # its part of the GPU (time-weighted)
+    split_basis: str  # "slices" or "memory" (both joined by "+" where it changed)
+    cost_usd: Decimal
+    idle_cost_usd: Decimal
+    observed_hours: float
+    busy_ratio: float | None
+    activity_basis: str  # "sm_active", "presence", both joined by "+", or "free"
+    targets: tuple[str, ...]
+    cost_unknown_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GroupRow:
     """A team's or a project's figures (:mod:`agent.cost.teams`): its targets' allocated cost
     and tokens. "(unlabelled)": targets without the label; "(no target)": GPU time no target
@@ -416,4 +438,5 @@ class Report:
     tenants: tuple[TenantRow, ...] = ()  # behind [[gateways]] (agent.reporting.tenant_parts)
     namespaces: tuple[PodRow, ...] = ()  # Kubernetes (agent.reporting.pod_parts)
     pods: tuple[PodRow, ...] = ()
+    mig_instances: tuple[MigRow, ...] = ()  # the GPUs' MIG instances (agent.cost.mig)
     schema_version: int = SCHEMA_VERSION

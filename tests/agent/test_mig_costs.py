@@ -5,6 +5,9 @@ through the daemon's App over the fake NVML (see tests/agent/mig_cost_helpers.py
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,9 +15,24 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
+from agent.config.settings import ConfigError, load_config
+from agent.reporting.build import build_report
+from agent.reporting.period import range_period
+from agent.reporting.render.dispatch import render
 from agent.storage.buckets import HOUR
+from agent.storage.db import open_database
 from migrations.schema import gpu_allocations, gpu_mig_usage, gpu_usage
-from tests.agent.mig_cost_helpers import GPU0, GPU1, GPU_COST, MIG_A, MIG_B, mig_run
+from tests.agent.mig_cost_helpers import (
+    END,
+    GPU0,
+    GPU1,
+    GPU_COST,
+    MIG_A,
+    MIG_B,
+    NOW,
+    T0,
+    mig_run,
+)
 from tests.conftest import FakeNvml
 
 NANO = Decimal("0.000000001")
@@ -106,3 +124,53 @@ def test_by_memory_each_instance_costs_its_memory_share(
     assert a["cost"] + b["cost"] + free["cost"] == gpus[GPU0]["cost"]
     assert a["idle"] + b["idle"] + free["idle"] == gpus[GPU0]["idle"]
     assert targets == {"chat": GPU_COST / 2, "embed": GPU_COST / 4}
+
+
+def test_every_report_format_shows_the_gpus_instances(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    with mig_run(db_url, fake_nvml, tmp_path) as config:
+        engine = open_database(config.database_url)
+        try:
+            period = range_period(T0.isoformat(), END.isoformat(), "UTC")
+            report = build_report(engine, config, period, now=NOW)
+        finally:
+            engine.dispose()
+
+    doc = json.loads(render(report, "json"))
+    lines = doc["mig_instances"]
+    assert [(m["gpu_uuid"], m["gpu_index"], m["mig_instance"]) for m in lines] == [
+        (GPU0, "0", MIG_A), (GPU0, "0", MIG_B), (GPU0, "0", "(free)"),
+    ]  # fmt: skip
+    a, b, free = lines
+    assert (a["slices"], a["split_basis"], a["targets"], a["activity_basis"]) == (
+        3.0, "slices", "chat", "sm_active",
+    )  # fmt: skip
+    assert (a["share_ratio"], a["busy_ratio"]) == (0.4286, 0.6)  # ratios to 4 digits
+    assert (b["targets"], b["busy_ratio"]) == ("embed", 0.2)
+    assert (free["slices"], free["activity_basis"], free["targets"]) == (1.0, "free", "")
+    (gpu0,) = [g for g in doc["gpus"] if g["gpu_uuid"] == GPU0]
+    for key in ("cost_usd", "idle_cost_usd"):
+        total = sum(Decimal(m[key]) for m in lines)
+        assert abs(total - Decimal(gpu0[key])) <= Decimal("0.02")  # each shown to the cent
+    assert sum(report_line.cost_usd for report_line in report.mig_instances) == GPU_COST
+    assert sum(m.idle_cost_usd for m in report.mig_instances) == report.gpus[0].idle_cost_usd
+    # The plain GPU has no instance lines.
+    assert all(m["gpu_uuid"] != GPU1 for m in lines)
+
+    table = render(report, "table")
+    assert "MIG INSTANCES" in table and MIG_A[:8] in table
+    markdown = render(report, "markdown")
+    assert "MIG instances" in markdown and "(free)" in markdown
+    assert "MIG instances" in render(report, "html")
+    rows = list(csv.reader(io.StringIO(render(report, "csv"))))
+    assert ["# mig_instances"] in rows
+    assert any(MIG_B in row and "embed" in row for row in rows)
+
+
+def test_a_mig_split_other_than_slices_or_memory_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "gpuwatch.toml"
+    path.write_text('[cost]\nmig_split = "equal"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path), {})
+    assert info.value.problems == ["cost.mig_split: expected 'slices' or 'memory', got 'equal'"]

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from agent.reporting.model import Report
 from agent.reporting.render import fields
 from agent.reporting.render.fields import Record
+from agent.reporting.render.mig_sections import mig_record
 from agent.reporting.render.pod_sections import pod_record
 from agent.reporting.render.tenant_sections import tenant_record
 from agent.reporting.render.values import Cell, Kind, json_value
@@ -48,6 +49,7 @@ def to_document(report: Report) -> dict[str, Any]:
         "targets": _list(report.targets, fields.target_record),
         "hosts": _list(report.hosts, fields.host_record),
         "gpus": _list(report.gpus, fields.gpu_record),
+        "mig_instances": _list(report.mig_instances, mig_record),
         "top_waste": _list(report.top_waste, fields.gpu_record),
         "alerts": _list(report.alerts, fields.alert_record),
         "queue_incidents": [

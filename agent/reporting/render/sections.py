@@ -19,6 +19,7 @@ from agent.reporting.render.grid import each as _each
 from agent.reporting.render.grid import grid as _grid
 from agent.reporting.render.grid import pairs as _pairs
 from agent.reporting.render.grid import text_column as _text
+from agent.reporting.render.mig_sections import mig_sections
 from agent.reporting.render.model_sections import aborted_sections
 from agent.reporting.render.model_sections import objectives_sections as _objectives
 from agent.reporting.render.model_sections import serving_section as _serving
@@ -115,6 +116,7 @@ def sections(report: Report, *, daily: bool = True) -> list[Section]:
         *_objectives(report),
         _serving(report),
         _gpus(report),
+        *mig_sections(report),
         _real_work(report),
         _top_waste(report),
         _latency(report),
