@@ -55,7 +55,8 @@ def run(args: argparse.Namespace, config: Config, now: datetime) -> int:
 
 def gpus_document(config: Config, window: str, now: datetime) -> dict[str, Any]:
     """`gpuwatch gpus --json`'s object (the MCP server's `gpus` tool answers the same):
-    ``period``, ``data`` (up to when it is complete) and ``gpus``, as in the report's JSON."""
+    ``period``, ``data`` (up to when it is complete), ``gpus`` and their ``mig_instances``,
+    as in the report's JSON."""
     # Imported here: SQLAlchemy and the report's queries, which `gpuwatch --help` never needs.
     from agent.reporting.build import build_report
     from agent.reporting.render.json_format import to_document
@@ -68,7 +69,7 @@ def gpus_document(config: Config, window: str, now: datetime) -> dict[str, Any]:
     finally:
         engine.dispose()
     whole = to_document(report)
-    return {key: whole[key] for key in ("period", "data", "gpus")}
+    return {key: whole[key] for key in ("period", "data", "gpus", "mig_instances")}
 
 
 def window_period(window: str, now: datetime, zone: str) -> Period:
@@ -101,9 +102,20 @@ def _table(document: dict[str, Any]) -> list[str]:
             _ratio(g["utilization_ratio"]), _ratio(g["sm_active_ratio"]),
             _gib(g["vram_peak_bytes"], g["vram_total_bytes"]),
         ])  # fmt: skip
+        rows.extend(_instances(document, g))
     # Host and GPU names come from NVML and the configuration: columns.aligned makes each cell
     # printable before measuring it.
     return [head, "", *aligned(rows, right=range(3, len(rows[0])))]
+
+
+def _instances(document: dict[str, Any], g: dict[str, Any]) -> list[list[str]]:
+    """A MIG GPU's instances under it: each one's cost, idle cost and busy share (UTIL)."""
+    return [
+        ["", "", f"  {m['mig_instance']}", m["cost_usd"] or "n/a", m["idle_cost_usd"] or "n/a",
+         _ratio(m["busy_ratio"]), "", ""]
+        for m in document.get("mig_instances", [])
+        if (m["host"], m["gpu_uuid"]) == (g["host"], g["gpu_uuid"])
+    ]  # fmt: skip
 
 
 def _ratio(value: float | None) -> str:

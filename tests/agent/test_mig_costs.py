@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
+from agent.cli.main import main
 from agent.config.settings import ConfigError, load_config
 from agent.reporting.build import build_report
 from agent.reporting.period import range_period
@@ -174,3 +175,23 @@ def test_a_mig_split_other_than_slices_or_memory_is_named(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as info:
         load_config(str(path), {})
     assert info.value.problems == ["cost.mig_split: expected 'slices' or 'memory', got 'equal'"]
+
+
+def test_gpuwatch_gpus_lists_each_mig_gpus_instances(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    with mig_run(db_url, fake_nvml, tmp_path):
+        monkeypatch.setattr("agent.cli.main.utc_now", lambda: NOW)
+        config = ["--config", str(tmp_path / "gpuwatch.toml")]
+        capsys.readouterr()
+        assert main(["gpus", "--window", "2h5m", "--json", *config]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert main(["gpus", "--window", "2h5m", *config]) == 0
+        table = capsys.readouterr().out
+
+    assert [(m["mig_instance"], m["cost_usd"]) for m in doc["mig_instances"]] == [
+        (MIG_A, "3.09"), (MIG_B, "3.09"), ("(free)", "1.03"),
+    ]  # fmt: skip
+    lines = table.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if MIG_A in line]
+    assert "0" in lines[at - 1].split()[:2] and "60 %" in lines[at]  # under GPU 0, 60 % busy
