@@ -92,7 +92,7 @@ class Allocator:
         return [
             *(self._sample(METRIC, value, now, key) for key, value in sorted(memory.items())),
             *(self._sample(SM_METRIC, value, now, key) for key, value in sorted(sm.items())),
-            *self._bases(memory, sm, now),
+            *self._bases(memory, sm, now, _mig_gpus(processes)),
             *self._mig(processes, now),
         ]
 
@@ -124,8 +124,9 @@ class Allocator:
             "host": self.host, "gpu_uuid": uuid, "gpu_index": index, "target": target})  # fmt: skip
 
     def _bases(self, memory: Mapping[GpuTarget, float], sm: Mapping[GpuTarget, float],
-               now: datetime) -> list[Sample]:  # fmt: skip
-        """Per GPU used by several targets: which rule splits it this tick."""
+               now: datetime, mig: set[Gpu]) -> list[Sample]:  # fmt: skip
+        """Per GPU used by several targets: which rule splits it this tick. A MIG GPU has no
+        such rule: the ledger splits it by the instances its targets are on (agent.cost.mig)."""
         targets: dict[Gpu, int] = defaultdict(int)
         for uuid, index, _ in memory:
             targets[(uuid, index)] += 1
@@ -134,7 +135,8 @@ class Allocator:
             Sample(metric=BASIS_METRIC, value=1.0, ts=now, labels={
                 "host": self.host, "gpu_uuid": uuid, "gpu_index": index,
                 "basis": "sm_utilization" if (uuid, index) in by_sm else "memory"})
-            for (uuid, index), count in sorted(targets.items()) if count > 1
+            for (uuid, index), count in sorted(targets.items())
+            if count > 1 and (uuid, index) not in mig
         ]  # fmt: skip
 
     def _memory(
@@ -202,6 +204,11 @@ class Allocator:
     def _forget_exited(self, alive: set[int]) -> None:
         for pid in [p for p in self._by_pid if p not in alive]:
             del self._by_pid[pid]
+
+
+def _mig_gpus(processes: Mapping[Gpu, list[Sample]]) -> set[Gpu]:
+    """The GPUs whose processes run in MIG instances."""
+    return {gpu for gpu, ps in processes.items() if any("mig_instance" in s.labels for s in ps)}
 
 
 def listening_inodes(proc_root: Path, ports: set[int]) -> dict[int, int]:

@@ -30,6 +30,7 @@ from agent.cost.mig import (
     gpu_busy,
     instance_split,
     slice_parts,
+    target_busy,
     target_split,
 )
 from agent.cost.pods_ledger import PodKey, PodShare, add_pods, basis_of
@@ -143,8 +144,10 @@ def meter(
         split = shares(after.targets, split_rule, after.sm_utilization)
         utilization = after.utilization
         mig = instance_split(after.mig, mig_split)
+        busy_split: Mapping[str, float] | None = None  # None: each target busy as the GPU
         if after.mig is not None and mig is not None:
             split = target_split(after.mig, mig.shares())
+            busy_split = target_busy(after.mig, mig.shares())
             if utilization is None:  # NVML has none under MIG: the instances' busy shares
                 utilization = gpu_busy(after.mig, mig.shares())
         pod_split = shares(after.pods, split_rule, after.pod_sm)
@@ -157,7 +160,7 @@ def meter(
                 usage = buckets[start]
                 if after.mig is not None and mig is not None:
                     exact = partial(slice_parts, gpu=after.mig, split=mig)
-                    cost = _add(usage, part, utilization, joules, price, split, exact)
+                    cost = _add(usage, part, utilization, joules, price, split, exact, busy_split)
                     add_mig(usage.mig, part, cost, after.mig, mig)
                 else:
                     cost = _add(usage, part, utilization, joules, price, split)
@@ -197,10 +200,12 @@ def _add(
     price: GpuPrice | None,
     split: Mapping[str, float],
     exact: Exact | None = None,
+    busy_split: Mapping[str, float] | None = None,
 ) -> Decimal | None:
     """Uptime, busy time, energy, cost and allocations of one priced slice; its cost.
     ``exact`` gives the slice's idle cost and targets' costs from its cost where a finer split
-    (MIG instances) must add up to them to the digit."""
+    (MIG instances) must add up to them to the digit; ``busy_split`` each target's busy part
+    of the GPU where it is not the GPU's busy time times its share (a MIG instance's own)."""
     busy = seconds * (utilization or 0.0)
     usage.observed_seconds += seconds
     usage.busy_seconds += busy
@@ -220,7 +225,7 @@ def _add(
     for target, share in split.items():
         a = usage.allocations.setdefault(target, Allocation())
         a.seconds += seconds * share
-        a.busy_seconds += busy * share
+        a.busy_seconds += busy * share if busy_split is None else seconds * busy_split[target]
         if parts is not None:
             a.cost_usd = _plus(a.cost_usd, parts[1].get(target, Decimal(0)))
         else:

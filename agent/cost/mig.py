@@ -102,6 +102,18 @@ def gpu_busy(gpu: MigGpu, shares: Mapping[str, float]) -> float:
     return sum(share * busy_of(gpu.instances[name]) for name, share in shares.items())
 
 
+def target_busy(gpu: MigGpu, shares: Mapping[str, float]) -> dict[str, float]:
+    """Each target's busy part of the GPU: its instances' busy shares, as :func:`target_split`
+    gives their shares (a target's busy time is its instances', not the whole GPU's)."""
+    out: dict[str, float] = {}
+    for name, share in shares.items():
+        instance = gpu.instances[name]
+        for target in instance.targets:
+            part = share * busy_of(instance) / len(instance.targets)
+            out[target] = out.get(target, 0.0) + part
+    return out
+
+
 def target_split(gpu: MigGpu, shares: Mapping[str, float]) -> dict[str, float]:
     """Each target's share of the GPU: the instances it is on, an instance shared by several
     targets equally; instances no target is on stay unallocated."""

@@ -195,3 +195,24 @@ def test_gpuwatch_gpus_lists_each_mig_gpus_instances(
     lines = table.splitlines()
     (at,) = [i for i, line in enumerate(lines) if MIG_A in line]
     assert "0" in lines[at - 1].split()[:2] and "60 %" in lines[at]  # under GPU 0, 60 % busy
+
+
+def test_cost_gives_each_target_its_instances_cost_and_idle_time(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    with mig_run(db_url, fake_nvml, tmp_path):
+        monkeypatch.setattr("agent.cli.main.utc_now", lambda: NOW)
+        capsys.readouterr()
+        config = ["--config", str(tmp_path / "gpuwatch.toml")]
+        assert main(["cost", "--window", "2h5m", "--json", *config]) == 0
+        doc = json.loads(capsys.readouterr().out)
+
+    targets = {t["name"]: t for t in doc["targets"]}
+    # chat's instance was 60 % busy, embed's 20 %: idle 40 % and 80 % of 3/7 of 7.20 USD.
+    assert (targets["mig-box/chat"]["cost_usd"], targets["mig-box/chat"]["idle_cost_usd"]) == (
+        "3.085714", "1.234286",
+    )  # fmt: skip
+    assert targets["mig-box/embed"]["idle_cost_usd"] == "2.468571"
+    assert targets["mig-box/chat"]["busy_gpu_hours"] == pytest.approx(2 * 3 / 7 * 0.6)
+    # Not a GPU shared by memory: each target has its own instance.
+    assert doc["shared_gpus"] == []
