@@ -44,8 +44,12 @@ def note(reading: dict[str, Any], metric: str, labels: Mapping[str, str], value:
 
 
 def mig_gpu(reading: Mapping[str, Any]) -> MigGpu | None:
-    """A tick's MIG layout of a GPU; None where no MIG instance was read."""
-    instances = reading.get("instances")
+    """A tick's MIG layout of a GPU; None where no MIG instance was read. The instances are
+    NVML's, named by their MIG UUIDs: dcgm-exporter names them by GPU instance id ("1"), which
+    would count each instance twice."""
+    instances = {
+        name: i for name, i in reading.get("instances", {}).items() if name.startswith("MIG-")
+    }
     if not instances:
         return None
     return MigGpu(

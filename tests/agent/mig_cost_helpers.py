@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from agent.config.settings import Config, load_config
 from agent.daemon.app import App
@@ -78,8 +79,11 @@ def proc_root(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def mig_run(db_url: str, fake_nvml: FakeNvml, tmp_path: Path, extra: str = "") -> Iterator[Config]:
-    """Two hours of the host, ticked every 10 minutes and rolled up; its configuration."""
+def mig_run(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path, extra: str = "", *others: Any
+) -> Iterator[Config]:
+    """Two hours of the host, ticked every 10 minutes and rolled up; its configuration.
+    ``others``: more collectors beside NVML's."""
     fake_nvml.write(HARDWARE)
     path = tmp_path / "gpuwatch.toml"
     path.write_text(
@@ -88,7 +92,7 @@ def mig_run(db_url: str, fake_nvml: FakeNvml, tmp_path: Path, extra: str = "") -
     )
     config = load_config(str(path), {})
     upgrade_database(config.database_url)
-    app = App.open(config, [NvmlCollector(host=HOST, proc_root=proc_root(tmp_path))])
+    app = App.open(config, [NvmlCollector(host=HOST, proc_root=proc_root(tmp_path)), *others])
     try:
         now = T0
         while now <= END:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,14 @@ from agent.reporting.period import range_period
 from agent.reporting.render.dispatch import render
 from agent.storage.buckets import HOUR
 from agent.storage.db import open_database
+from collectors.base import Sample
 from migrations.schema import gpu_allocations, gpu_mig_usage, gpu_usage
 from tests.agent.mig_cost_helpers import (
     END,
     GPU0,
     GPU1,
     GPU_COST,
+    HOST,
     MIG_A,
     MIG_B,
     NOW,
@@ -216,3 +220,30 @@ def test_cost_gives_each_target_its_instances_cost_and_idle_time(
     assert targets["mig-box/chat"]["busy_gpu_hours"] == pytest.approx(2 * 3 / 7 * 0.6)
     # Not a GPU shared by memory: each target has its own instance.
     assert doc["shared_gpus"] == []
+
+
+@dataclass
+class DcgmLike:
+    """dcgm-exporter's view of the same MIG instances, scripted: SM activity and memory per
+    GPU instance id (GPU_I_ID), as collectors/engines/dcgm.py labels them."""
+
+    name: str = "scrape:dcgm"
+
+    def collect(self, now: datetime) -> list[Sample]:
+        gpu = {"host": HOST, "gpu_uuid": GPU0, "gpu_index": "0"}
+        return [
+            Sample(metric=metric, value=value, ts=now, labels=gpu | {"mig_instance": gi})
+            for gi in ("1", "2")
+            for metric, value in (("gpuwatch_gpu_sm_active_ratio", 0.9),
+                                  ("gpuwatch_gpu_memory_total_bytes", 20.0 * 2**30))
+        ]  # fmt: skip
+
+
+def test_dcgm_exporters_instances_beside_nvmls_are_not_priced_twice(
+    db_url: str, fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    with mig_run(db_url, fake_nvml, tmp_path, "", DcgmLike()):
+        gpus, migs, targets = _ledger(db_url)
+    assert set(migs) == {MIG_A, MIG_B, "(free)"}  # not "1" and "2"
+    assert abs(migs[MIG_A]["cost"] - GPU_COST * 3 / 7) < NANO
+    assert migs[MIG_A]["busy"] == pytest.approx(7200 * 3 / 7 * 0.6)  # NVML's GPM, not DCGM's
