@@ -18,6 +18,7 @@ from agent.reporting.build import build_report
 from agent.reporting.model import Report
 from agent.reporting.period import range_period
 from agent.storage.db import upgrade_database
+from collectors.base import Sample
 from collectors.otlp.inbox import SpanInbox
 
 START = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
@@ -63,3 +64,16 @@ def cost_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(["cost", "--window", "30d", "--json", "--config", str(path)]) == 0
     document: dict[str, Any] = json.loads(capsys.readouterr().out)
     return document
+
+
+def served_attainment(app: App, ticks: int) -> dict[str, Sample]:
+    """``gpuwatch_slo_attainment_ratio`` per window once the ticks' minutes are rolled up."""
+    from agent.cost.signals import host_samples
+
+    end = START + (ticks + 12) * STEP
+    app.roll_up(end)
+    return {
+        s.labels["window"]: s
+        for s in host_samples(app.engine, app.config, end)
+        if s.metric == "gpuwatch_slo_attainment_ratio"
+    }

@@ -21,6 +21,7 @@ from agent.reporting.render.dispatch import render
 from agent.sim.server import EngineServer
 from agent.sim.traffic import Traffic
 from agent.storage.db import upgrade_database
+from tests.agent.box_helpers import served_attainment
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig
 
@@ -112,16 +113,7 @@ def test_the_digest_says_whether_the_objective_was_met(box: tuple[App, Path]) ->
 
 
 def test_metrics_serve_the_attainment_per_window(box: tuple[App, Path]) -> None:
-    from agent.cost.signals import host_samples
-
-    app, _ = box
-    end = START + (TICKS + 12) * STEP  # the ticks' minutes rolled up
-    app.roll_up(end)
-    got = {
-        s.labels["window"]: s
-        for s in host_samples(app.engine, app.config, end)
-        if s.metric == "gpuwatch_slo_attainment_ratio"
-    }
+    got = served_attainment(box[0], TICKS)
     assert set(got) == {"1h", "24h", "7d", "30d"}
     for sample in got.values():
         assert sample.value == 0.9

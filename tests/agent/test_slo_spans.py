@@ -21,7 +21,14 @@ from agent.daemon.otlp_listen import OtlpListeners
 from agent.reporting.render.dispatch import render
 from agent.sim.server import EngineServer
 from agent.sim.traffic import Traffic
-from tests.agent.box_helpers import START, STEP, box_toml, cost_json, open_box, report_of, run_ticks
+from tests.agent.box_helpers import (
+    box_toml,
+    cost_json,
+    open_box,
+    report_of,
+    run_ticks,
+    served_attainment,
+)
 from tests.collectors.otlp_helpers import Request, free_port, send, tracer_for
 from tests.conftest import FakeNvml
 from tests.fakenvml.build import FakeGpu, FakeNvmlConfig
@@ -111,16 +118,7 @@ def test_the_digest_prices_the_tokens_within_the_objective(box: tuple[App, Path]
 
 
 def test_metrics_serve_the_spans_attainment_per_window(box: tuple[App, Path]) -> None:
-    from agent.cost.signals import host_samples
-
-    app, _ = box
-    end = START + (TICKS + 12) * STEP  # the ticks' minutes rolled up
-    app.roll_up(end)
-    got = {
-        s.labels["window"]: s
-        for s in host_samples(app.engine, app.config, end)
-        if s.metric == "gpuwatch_slo_attainment_ratio"
-    }
+    got = served_attainment(box[0], TICKS)
     assert set(got) == {"1h", "24h", "7d", "30d"}
     for sample in got.values():
         assert sample.value == 0.9
