@@ -171,18 +171,15 @@ class CollectorRunner:
             collector.profiled_elsewhere(profiled)  # type: ignore[attr-defined]
 
     def _tell_models(self, runs: Sequence[CollectorRun]) -> None:
-        """Hand the models each target reported this round to collectors that take them (the
-        OTLP spans' ``models_scraped``: a span without a model is its target's)."""
-        takers = [c for c in self.collectors if callable(getattr(c, "models_scraped", None))]
+        """Hand each target's successful scrape to collectors that take it (the OTLP spans'
+        ``scraped``: a span without a model is its target's). The samples are handed as they
+        are; only a span that needs its target's model makes the taker look into them."""
+        takers = [c for c in self.collectors if callable(getattr(c, "scraped", None))]
         if not takers:
             return
-        models = {
-            run.target: frozenset(s.labels["model"] for s in run.samples if s.labels.get("model"))
-            for run in runs
-            if run.target is not None and run.success
-        }
+        samples = {run.target: run.samples for run in runs if run.target and run.success}
         for collector in takers:
-            collector.models_scraped(models)  # type: ignore[attr-defined]
+            collector.scraped(samples)  # type: ignore[attr-defined]
 
     def _note_dropped(self, name: str, dropped: Counter[str]) -> None:
         for reason, count in dropped.items():

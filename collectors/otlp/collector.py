@@ -17,7 +17,7 @@ for a minute is counted as such and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -43,13 +43,15 @@ class SpanCollector:
     _requests: dict[Key, float] = field(default_factory=dict)
     _tokens: dict[Key, float] = field(default_factory=dict)
     _shown: set[tuple[str, ...]] = field(default_factory=set)  # (metric, *key) shown so far
-    _scraped: dict[str, frozenset[str]] = field(default_factory=dict)
+    _scraped: dict[str, Sequence[Sample]] = field(default_factory=dict)  # the last good scrape
+    _models: dict[str, frozenset[str]] = field(default_factory=dict)  # read from it when needed
     _waiting: list[tuple[int, Arrival]] = field(default_factory=list)
     _outcomes: dict[str, float] = field(default_factory=dict)
 
-    def models_scraped(self, models: Mapping[str, frozenset[str]]) -> None:
-        """The models each target's last scrape reported (the runner tells, every round)."""
-        self._scraped.update(models)
+    def scraped(self, samples: Mapping[str, Sequence[Sample]]) -> None:
+        """Each target's last successful scrape (the runner tells, every round)."""
+        self._scraped.update(samples)
+        self._models.clear()
 
     def collect(self, now: datetime) -> Iterable[Sample]:
         arrivals = [(0, a) for a in self.inbox.take()]
@@ -99,8 +101,11 @@ class SpanCollector:
         configured = self.target_models.get(target)
         if configured:
             return configured
-        scraped = self._scraped.get(target, frozenset())
-        return next(iter(scraped)) if len(scraped) == 1 else None
+        if target not in self._models:
+            found = self._scraped.get(target, ())
+            self._models[target] = frozenset(m for s in found if (m := s.labels.get("model")))
+        models = self._models[target]
+        return next(iter(models)) if len(models) == 1 else None
 
     def _outcome(self, outcome: str) -> None:
         self._outcomes[outcome] = self._outcomes.get(outcome, 0.0) + 1

@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
+from collectors.base import Sample
 from collectors.otlp.collector import WAIT_TICKS, SpanCollector
 from collectors.otlp.grpc_server import start_grpc
 from collectors.otlp.http import OtlpHttpServer
@@ -211,7 +212,9 @@ def test_a_span_without_its_model_waits_for_the_scrape_then_gives_up(inbox: Span
     span = SpanFacts("vllm-0", None, 0.5, None, None, None, 3, 1)
     inbox.put([Arrival(None, span), Arrival(None, span)], skipped=0)
     c.collect(NOW)  # no scrape has named the target's model yet: the spans wait
-    c.models_scraped({"vllm-0": frozenset({"llama-8b"})})
+    scrape = Sample(metric="gpuwatch_engine_requests_running", value=1, ts=NOW,
+                    labels={"target": "vllm-0", "model": "llama-8b"})  # fmt: skip
+    c.scraped({"vllm-0": (scrape,)})
     c.collect(NOW)
     assert counters(c)[("gpuwatch_slo_span_requests_total", "met")] == 2
     lost = SpanInbox(max_pending=10, spans_per_second=1000)
