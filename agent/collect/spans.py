@@ -3,7 +3,7 @@ against each model's ``[[slo]]`` objective (collectors.otlp)."""
 
 from __future__ import annotations
 
-from functools import cache
+from functools import lru_cache
 
 from agent.config.settings import Config
 from agent.config.slo import SloConfig, objective_for
@@ -15,7 +15,8 @@ from collectors.otlp.objective import Objective, spell
 def span_collector(config: Config, inbox: SpanInbox) -> SpanCollector:
     slos = config.slos
 
-    @cache  # a model's objective is fixed for the configuration's life; models are few
+    # A model's objective is fixed for the configuration's life; spans may name any model.
+    @lru_cache(maxsize=1024)
     def objective_of(model: str) -> Objective | None:
         slo = objective_for(slos, model)
         return None if slo is None else as_objective(slo)

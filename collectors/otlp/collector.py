@@ -28,6 +28,7 @@ from collectors.otlp.objective import Objective, met
 REQUESTS = "gpuwatch_slo_span_requests_total"
 OUTPUT_TOKENS = "gpuwatch_slo_span_output_tokens_total"
 SPANS = "gpuwatch_otlp_spans_total"
+MAX_KEYS = 1000  # (target, model, objective, result) counted: a box serves a handful
 WAIT_TICKS = 6  # a target's model is known after its first scrape; a minute at 10 s ticks
 
 Key = tuple[str, str, str, str]  # target, model, objective key, result
@@ -49,8 +50,10 @@ class SpanCollector:
     _outcomes: dict[str, float] = field(default_factory=dict)
 
     def scraped(self, samples: Mapping[str, Sequence[Sample]]) -> None:
-        """Each target's last successful scrape (the runner tells, every round)."""
-        self._scraped.update(samples)
+        """Each target's last successful scrape (the runner tells, every round); kept only for
+        the targets whose model the configuration does not name."""
+        wanted = {t: s for t, s in samples.items() if t in self.target_models}
+        self._scraped.update({t: s for t, s in wanted.items() if not self.target_models[t]})
         self._models.clear()
 
     def collect(self, now: datetime) -> Iterable[Sample]:
@@ -81,6 +84,11 @@ class SpanCollector:
             self._outcome("unjudged")  # a threshold's latency is not on the span
             return
         key = (target, model, objective.key, "met" if verdict else "missed")
+        if key not in self._requests and len(self._requests) >= MAX_KEYS:
+            # The model comes from the span: a client naming a new one per request would grow
+            # the counters (and /metrics) without end, as a scrape's series limit prevents.
+            self._outcome("over_limit")
+            return
         self._requests[key] = self._requests.get(key, 0.0) + 1
         tokens = arrival.facts.output_tokens
         if tokens is not None:

@@ -37,8 +37,7 @@ class SpanInbox:
         spans_per_second: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._pending: deque[Arrival] = deque()
-        self._max_pending = max_pending
+        self._pending: deque[Arrival] = deque(maxlen=max_pending)  # the oldest go first
         self._rate = spans_per_second
         self._burst = max(spans_per_second, 1.0)  # a second's worth may arrive at once
         self._tokens = self._burst
@@ -53,7 +52,10 @@ class SpanInbox:
             now = self._clock()
             self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
             self._stamp = now
-            if spans > self._tokens:
+            # An export larger than a second's worth (exporters batch up to 512 spans) goes in
+            # once the bucket is full, and the debt it leaves is paid back before the next: the
+            # long-run rate holds without refusing such an export forever.
+            if self._tokens < min(spans, self._burst):
                 self.counts["refused_rate"] += spans
                 return False
             self._tokens -= spans
@@ -61,10 +63,9 @@ class SpanInbox:
 
     def put(self, arrivals: Sequence[Arrival], skipped: int) -> None:
         with self._lock:
+            limit = self._pending.maxlen or 0
+            overflow = max(0, len(self._pending) + len(arrivals) - limit)
             self._pending.extend(arrivals)
-            overflow = len(self._pending) - self._max_pending
-            for _ in range(max(0, overflow)):
-                self._pending.popleft()
             self.counts["accepted"] += len(arrivals)
             self.counts["not_a_request"] += skipped
             if overflow > 0:

@@ -237,3 +237,16 @@ def test_spans_that_are_not_requests_are_skipped_not_counted(
     assert httpx.post(http_url, content=json.dumps(document),
                       headers={"Content-Type": "application/json"}).status_code == 200  # fmt: skip
     assert inbox.snapshot() == {"accepted": 1, "not_a_request": 1}
+
+
+def test_an_export_larger_than_a_seconds_rate_goes_in_and_the_rate_still_holds() -> None:
+    """Exporters batch up to 512 spans; at 100 spans a second such an export is let in when the
+    bucket is full, and the next only once the debt is paid back (5.12 s later)."""
+    now = [0.0]
+    inbox = SpanInbox(max_pending=10_000, spans_per_second=100, clock=lambda: now[0])
+    assert inbox.admit(512)
+    now[0] = 4.0
+    assert not inbox.admit(512)  # 4 s refilled 400 of the 412 owed
+    now[0] = 5.2
+    assert inbox.admit(512)
+    assert inbox.snapshot()["refused_rate"] == 512
