@@ -139,6 +139,10 @@ class App:
     # Collectors failing when the daemon last stopped and never successful: since when.
     failing_since: dict[str, datetime] = field(default_factory=dict)
 
+    @property
+    def on_kubernetes(self) -> bool:
+        return any(c.name == "kubelet" for c in self.runner.collectors)
+
     def __post_init__(self) -> None:
         rules, interval = self.alerting.rules, self.config.daemon.interval_seconds
         self.recent = self.recent or outage_memory(rules, interval)
@@ -217,7 +221,8 @@ class App:
         round_ = self.runner.run(now)
         samples = [s for _, s in round_.tagged_samples()]
         derived = self.allocator.samples(samples, now) + hourly_prices(self.config, samples, now)
-        derived += pod_samples(self.config.host, samples, now, self.allocator.target_of_pid)
+        if self.on_kubernetes:  # pod labels come from the kubelet collector alone
+            derived += pod_samples(self.config.host, samples, now, self.allocator.target_of_pid)
         return replace(round_, derived=round_.derived + tuple(derived))
 
     def _store(self, round_: Round, now: datetime) -> None:

@@ -36,6 +36,7 @@ class OtlpListeners:
         """Start (or move) the listeners for ``config``. One that cannot listen is said and left
         off: spans are a refinement, and collection must go on without them."""
         o = config.otlp
+        self.inbox.set_limits(o.max_pending_spans, o.max_spans_per_second)
         wanted = (o.http_listen, o.grpc_listen, o.max_request_bytes,
                   tuple(t.name for t in config.targets))  # fmt: skip
         if wanted == self._started:

@@ -317,14 +317,17 @@ class Daemon:
         self.notifier.reloading()
         try:
             new = load_config(self.config_path)
-            self._keep_otlp(new)
-            new_app = App.open(new, inbox=self._inbox())
+            otlp = self._otlp_for(new)
+            new_app = App.open(new, inbox=None if otlp is None else otlp.inbox)
         except Exception as exc:  # a bad file, a database gone: the running config stays
             log.error("reload failed, keeping the previous configuration: %s", exc)
             self.notifier.ready()
             return False
         with self._lock:
             old_app, self.app, self.config = self.app, new_app, new
+        if self.otlp is not None and otlp is None:
+            self.otlp.stop()  # [otlp] went off; only now, as the old configuration is gone
+        self.otlp = otlp
         old_app.close()  # gives the fleet lead away; the new App asks for it again now
         new_app.spool.refresh()  # the old App may have spooled rounds since the new one opened
         self.lead()
@@ -359,14 +362,13 @@ class Daemon:
     def _inbox(self) -> SpanInbox | None:
         return None if self.otlp is None else self.otlp.inbox
 
-    def _keep_otlp(self, new: Config) -> None:
+    def _otlp_for(self, new: Config) -> OtlpListeners | None:
         """The listeners for a reloaded configuration: kept (with their inbox) while [otlp] is
-        on, started when it comes on, stopped when it goes off."""
-        if not new.otlp.enabled and self.otlp is not None:
-            self.otlp.stop()
-            self.otlp = None
-        elif new.otlp.enabled and self.otlp is None:
-            self.otlp = OtlpListeners.for_config(new)
+        on, new when it comes on, None when it goes off. Nothing is stopped here: a reload
+        that fails after this keeps the running configuration, receiver included."""
+        if not new.otlp.enabled:
+            return None
+        return self.otlp or OtlpListeners.for_config(new)
 
     def _apply_interval(self, interval: float) -> None:
         self.ticker.interval = interval  # from the next tick on

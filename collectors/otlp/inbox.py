@@ -46,6 +46,15 @@ class SpanInbox:
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()  # spans by outcome since start (see outcome())
 
+    def set_limits(self, max_pending: int, spans_per_second: float) -> None:
+        """New bounds (a reloaded configuration); what is waiting stays, newest kept."""
+        with self._lock:
+            if max_pending != self._pending.maxlen:
+                self._pending = deque(self._pending, maxlen=max_pending)
+            self._rate = spans_per_second
+            self._burst = max(spans_per_second, 1.0)
+            self._tokens = min(self._tokens, self._burst)
+
     def admit(self, spans: int) -> bool:
         """Whether an export of ``spans`` spans fits the rate now (and take its tokens)."""
         with self._lock:
