@@ -123,5 +123,3 @@ gpu_mig_usage = Table(
     Index("ix_gpu_mig_usage_resolution_start", "resolution", "start"),
     sqlite_with_rowid=False,
 )
-
-# How far each host's rollup has got (exclusive end of the last complete bucket).

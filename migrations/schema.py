@@ -146,6 +146,7 @@ histogram_rollups = Table(
     sqlite_with_rowid=False,
 )
 
+# How far each host's rollup has got (exclusive end of the last complete bucket).
 rollup_state = Table(
     "rollup_state",
     metadata,

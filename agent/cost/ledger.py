@@ -165,9 +165,8 @@ def meter(
                 else:
                     cost = _add(usage, part, utilization, joules, price, split)
                 _add_work(usage, part, after.sm_active, cost, joules, co2, split)
-                add_pods(
-                    usage.pods, part, after.utilization, cost, pod_split, pod_basis, bool(split)
-                )
+                # The GPU's own busy fraction (under MIG: its instances'), as its cost has.
+                add_pods(usage.pods, part, utilization, cost, pod_split, pod_basis, bool(split))
                 usage.power_integrated_seconds += part if integrated else 0.0
     return dict(buckets)
 

@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from agent.storage.rolled_up import TARGET_POD
 from collectors.base import Sample
 
 POD_MEMORY = "gpuwatch_pod_gpu_memory_bytes"
 POD_SM = "gpuwatch_pod_gpu_sm_utilization_ratio"
-TARGET_POD = "gpuwatch_target_pod_info"
 PROCESS = "gpuwatch_gpu_process_memory_bytes"
 PROCESS_UTIL = "gpuwatch_gpu_process_utilization_ratio"
 USED = "gpuwatch_gpu_memory_used_bytes"

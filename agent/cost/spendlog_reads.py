@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.config.gateways import GatewayConfig
@@ -49,23 +49,27 @@ def spendlog_use(
     """Per (model, tenant): the window's tokens and spend; empty (with a warning naming the
     gateway) when the database cannot be read: its tenants are then unknown, not zero."""
     assert gateway.database_url is not None
-    engine = create_engine(
-        gateway.database_url.reveal(),
-        connect_args={"connect_timeout": TIMEOUT_SECONDS,
-                      "options": f"-c statement_timeout={TIMEOUT_SECONDS * 1000}"},
-    )  # fmt: skip
     query = text(QUERY.format(tenant=TENANT_SQL[gateway.tenant]))
     # LiteLLM's DateTime columns are timestamp(3) without a zone, in UTC.
     window = {"start": _naive(start), "end": _naive(end)}
+    engine: Engine | None = None
     try:
+        # Inside the guard: a URL whose driver is not installed is this gateway's problem,
+        # never the budget alerts' or the report's.
+        engine = create_engine(
+            gateway.database_url.reveal(),
+            connect_args={"connect_timeout": TIMEOUT_SECONDS,
+                          "options": f"-c statement_timeout={TIMEOUT_SECONDS * 1000}"},
+        )  # fmt: skip
         with engine.connect() as conn:
             rows = conn.execute(query, window).all()
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, ImportError) as exc:
         cause = str(getattr(exc, "orig", exc)).splitlines()[0] if str(exc) else type(exc).__name__
         log.warning("gateway %s: LiteLLM's spend logs not read: %s", gateway.name, cause)
         return {}
     finally:
-        engine.dispose()
+        if engine is not None:
+            engine.dispose()
     models = gateway.mapping.models
     out: dict[TenantKey, TenantUse] = {}
     for tenant, model, prompt, completion, spend in rows:
