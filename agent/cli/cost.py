@@ -136,7 +136,7 @@ def _table(
             cost = "n/a" if line.cost_unknown else f"{line.cost_usd:,.2f}"
             useful, total = (
                 (f"{line.useful_tokens:,.0f}", f"{line.total_tokens:,.0f}")
-                if line.tokens.bases or line.useful_tokens > 0
+                if line.tokens_counted
                 else ("not counted", "not counted")  # no token source (Ollama): unknown, not 0
             )
             rows.append([name, cost, useful, _per_million(line), total, _abandoned(line)])
@@ -212,10 +212,10 @@ def _as_json(
             "cost_usd": None if x.cost_unknown else str(round(x.cost_usd, 6)),
             "cost_unknown_reason": x.cost_unknown,
             # No token source at all (Ollama exports no token counters): unknown, never 0.
-            "useful_tokens": x.useful_tokens if x.tokens.bases or x.useful_tokens > 0 else None,
+            "useful_tokens": x.useful_tokens if x.tokens_counted else None,
             "useful_tokens_source": x.tokens.basis or None,
-            "output_tokens": x.output_tokens if x.tokens.bases or x.useful_tokens > 0 else None,
-            "total_tokens": x.total_tokens if x.tokens.bases or x.useful_tokens > 0 else None,
+            "output_tokens": x.output_tokens if x.tokens_counted else None,
+            "total_tokens": x.total_tokens if x.tokens_counted else None,
             "generated_tokens": x.tokens.generated,
             "abandoned_tokens": x.tokens.abandoned,
             "abandoned_requests": x.tokens.aborted,  # finished with reason "abort"

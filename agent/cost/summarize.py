@@ -62,6 +62,11 @@ class Line:
     cost_unknown: str | None = None
 
     @property
+    def tokens_counted(self) -> bool:
+        """Whether any source counted its tokens: Ollama's have none (unknown, not 0 tokens)."""
+        return bool(self.tokens.bases) or self.useful_tokens > 0
+
+    @property
     def usd_per_million_tokens(self) -> Decimal | None:
         if self.useful_tokens <= 0 or self.cost_unknown is not None:
             return None

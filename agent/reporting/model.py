@@ -128,6 +128,11 @@ class ModelRow:
     slo: SloRow | None = None  # None: no [[slo]] applies to the model
     serving: Serving = field(default_factory=lambda: Serving())
 
+    @property
+    def tokens_counted(self) -> bool:
+        """Whether any source counted its tokens: Ollama's have none (unknown, not 0 tokens)."""
+        return bool(self.useful_tokens_source) or self.useful_tokens > 0
+
 
 @dataclass(frozen=True, slots=True)
 class SloRow:

@@ -173,7 +173,7 @@ def spend_source_record(s: SpendSource) -> Record:
 def model_record(m: ModelRow) -> Record:
     per_m, previous = m.cost_per_million_tokens_usd, m.previous_cost_per_million_tokens_usd
     # No token source at all (Ollama has no token counters): unknown, not 0 tokens.
-    counted = bool(m.useful_tokens_source) or m.useful_tokens > 0
+    counted = m.tokens_counted
     record: Record = {
         "model": Cell(Kind.TEXT, m.model),
         "requests": Cell(Kind.COUNT, m.requests if counted else None, UNCOUNTED),
